@@ -1,0 +1,81 @@
+// The generation interface every front end uses (server, terminal chat, `tinyllm run`): a Session is
+// one sequence's state (KV cache, recurrent state) over a loaded model; generate() reuses the longest
+// prefix it still holds, prefills the rest in chunks, then samples token by token.
+// (Interface agreed between modules; llm owns it.)
+#pragma once
+
+#include "tokenizer/tokenizer.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace llm {
+
+struct SamplingParams {
+    float temperature = 0.0f;  // 0: greedy (first maximum on ties)
+    int top_k = 0;             // 0: off
+    float top_p = 1.0f;        // 1: off
+    float min_p = 0.0f;        // 0: off
+    float presence_penalty = 0.0f;   // OpenAI semantics, over generated tokens
+    float frequency_penalty = 0.0f;
+    std::map<int32_t, float> logit_bias;
+    uint64_t seed = 0;
+};
+
+// What happened at one generated step.
+struct TokenStep {
+    int32_t id = -1;
+    float logprob = 0.0f;                                // log-softmax of the sampled id (raw logits)
+    std::vector<std::pair<int32_t, float>> top_logprobs;  // when GenerateOptions::n_top_logprobs > 0
+    std::vector<std::pair<int32_t, float>> top_logits;    // raw logits, when n_top_logits > 0
+};
+
+struct GenerateOptions {
+    int max_tokens = 128;
+    SamplingParams sampling;
+    bool stop_at_end = true;           // stop after an end-of-generation token (it is reported)
+    int n_top_logprobs = 0;
+    int n_top_logits = 0;
+    std::vector<int32_t> forced;        // teacher forcing: feed these instead of the sampled ids
+    // Called for every generated token; return false to stop (e.g. a stop string matched).
+    std::function<bool(const TokenStep&)> on_token;
+    const std::atomic<bool>* cancel = nullptr;  // checked between tokens (client went away, Ctrl-C)
+};
+
+enum class FinishReason { STOP, LENGTH, CANCELLED, CALLBACK };
+
+struct GenerateResult {
+    std::vector<int32_t> ids;   // generated ids
+    FinishReason finish = FinishReason::LENGTH;
+    int n_prompt = 0;           // prompt tokens
+    int n_reused = 0;           // prompt tokens reused from the previous sequence (not recomputed)
+    double t_prefill_ms = 0.0;
+    double t_decode_ms = 0.0;
+};
+
+struct ModelInfo {
+    std::string name;           // general.name or the file name
+    std::string path;
+    std::string architecture;
+    std::string chat_template;  // tokenizer.chat_template, or "" when the model has none
+    std::string tokenizer_pre;  // tokenizer.ggml.pre
+    int n_ctx = 0;              // the context this session was created with
+    int n_vocab = 0;
+};
+
+class Session {
+public:
+    virtual ~Session() = default;
+    virtual const ModelInfo& info() const = 0;
+    virtual const tok::Tokenizer& tokenizer() const = 0;
+    // Throws std::length_error when the prompt alone does not fit the context; generation stops with
+    // LENGTH when the context fills up.
+    virtual GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& options) = 0;
+    virtual void reset() = 0;  // forget all cached state
+};
+
+}  // namespace llm

@@ -1,0 +1,33 @@
+// The `tinyllm` subcommands: one function per command, one file per command, one table in main.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cli {
+
+// Each command gets its arguments after the command name and returns the process exit code.
+using Command = int (*)(const std::vector<std::string>& args);
+
+// The built-in model (stories260K), the default of every subcommand.
+std::string builtin_model_path();
+
+// Minimal argument reader shared by the commands: flags, flag values and positionals in order.
+class Args {
+public:
+    Args(const std::vector<std::string>& args, std::string command) : args_(args), command_(std::move(command)) {}
+    bool flag(const std::string& name);                                 // --x present? (consumed)
+    bool value(const std::string& name, std::string& out);              // --x V or --x=V (consumed)
+    bool value(const std::string& a, const std::string& b, std::string& out) { return value(a, out) || value(b, out); }
+    std::vector<std::string> positionals();                             // whatever is left; errors on --unknown
+    [[noreturn]] void usage_error(const std::string& msg) const;
+
+private:
+    std::vector<std::string> args_;
+    std::vector<bool> used_ = std::vector<bool>(args_.size(), false);
+    std::string command_;
+};
+
+int cmd_info(const std::vector<std::string>& args);
+
+}  // namespace cli

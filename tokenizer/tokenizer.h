@@ -1,0 +1,54 @@
+// Tokenizers built from GGUF metadata only: byte-level BPE (tokenizer.ggml.model = "gpt2") with the
+// preset pre-tokenizers, and SentencePiece vocabularies ("llama") through libsentencepiece.
+// (Interface agreed between modules; the tokenizer module owns and may extend it.)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gguf { class File; }
+
+namespace tok {
+
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+class Tokenizer {
+public:
+    virtual ~Tokenizer() = default;
+    static std::unique_ptr<Tokenizer> from_gguf(const gguf::File& file);
+
+    // add_special: BOS/EOS as the vocabulary's add_bos_token/add_eos_token say.
+    // parse_special: control/user-defined tokens written literally in `text` become their ids.
+    virtual std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const = 0;
+    virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+    virtual std::string piece(int32_t id) const = 0;  // the vocabulary entry as stored
+
+    virtual int32_t n_vocab() const = 0;
+    virtual int32_t bos() const = 0;  // -1 when the vocabulary has none
+    virtual int32_t eos() const = 0;
+    virtual bool add_bos() const = 0;
+    virtual bool is_end(int32_t id) const = 0;  // EOS / EOT / end-of-generation tokens
+};
+
+// Turns ids into text incrementally, emitting only complete UTF-8 code points; partial bytes are held
+// until the next token completes them.
+class StreamDecoder {
+public:
+    explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+    std::string push(int32_t id);
+    std::string flush();  // whatever is held back (invalid trailing bytes become U+FFFD)
+
+private:
+    const Tokenizer& tokenizer_;
+    std::vector<int32_t> ids_;
+    std::string pending_;
+    size_t emitted_ = 0;
+};
+
+}  // namespace tok
