@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,5 +78,17 @@ public:
     virtual GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& options) = 0;
     virtual void reset() = 0;  // forget all cached state
 };
+
+struct SessionOptions {
+    std::string model_path;     // GGUF file (first part of a split set)
+    int n_ctx = 0;              // 0: the model's context length, capped at 4096
+    std::string device = "CPU"; // "CPU", "AMD", ...
+    int n_threads = 0;          // 0: all cores
+    bool kv_f16 = true;         // KV cache in F16 (llama.cpp's default) or F32
+};
+
+// Loads the model and returns a session ready to generate. Throws with a clear message on any
+// problem (missing file, corrupt GGUF, unsupported architecture, missing tensor).
+std::unique_ptr<Session> open_session(const SessionOptions& options);
 
 }  // namespace llm
