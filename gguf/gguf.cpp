@@ -52,12 +52,14 @@ struct Cursor {
     size_t pos = 0;
 
     size_t left() const { return size - pos; }
-    [[noreturn]] void truncated(const std::string& field) const {
-        fail(file, "truncated while reading " + field + " at offset " + std::to_string(pos) + " (file is " +
+    // `field` + `detail` name what was being read; joined only on failure (vocabularies hold
+    // hundreds of thousands of strings, so the happy path builds no messages).
+    [[noreturn]] void truncated(const std::string& field, const char* detail) const {
+        fail(file, "truncated while reading " + field + detail + " at offset " + std::to_string(pos) + " (file is " +
                        std::to_string(size) + " bytes)");
     }
-    template <class T> T read(const std::string& field) {
-        if (sizeof(T) > left()) truncated(field);
+    template <class T> T read(const std::string& field, const char* detail = "") {
+        if (sizeof(T) > left()) truncated(field, detail);
         T v;
         std::memcpy(&v, data + pos, sizeof(T));
         pos += sizeof(T);
@@ -65,7 +67,7 @@ struct Cursor {
     }
     std::string read_string(const std::string& field) {
         size_t at = pos;
-        uint64_t n = read<uint64_t>(field + " length");
+        uint64_t n = read<uint64_t>(field, " length");
         if (n > left())
             fail(file, field + " at offset " + std::to_string(at) + ": string length " + std::to_string(n) +
                            " exceeds the " + std::to_string(left()) + " bytes left in the file");
@@ -116,11 +118,11 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, uint32_t d
         size_t at = c.pos;
         if (depth >= MAX_ARRAY_DEPTH)
             fail(c.file, field + " at offset " + std::to_string(at) + ": arrays nested deeper than " + std::to_string(MAX_ARRAY_DEPTH));
-        uint32_t et = c.read<uint32_t>(field + " element type");
+        uint32_t et = c.read<uint32_t>(field, " element type");
         if (!known_value_type(et))
             fail(c.file, field + " at offset " + std::to_string(at) + ": unknown array element type " + std::to_string(et));
         v.elem_type = static_cast<ValueType>(et);
-        uint64_t n = c.read<uint64_t>(field + " element count");
+        uint64_t n = c.read<uint64_t>(field, " element count");
         if (n > c.left() / min_value_size(v.elem_type))
             fail(c.file, field + " at offset " + std::to_string(at) + ": array count " + std::to_string(n) +
                              " exceeds what the " + std::to_string(c.left()) + " bytes left in the file can hold");
@@ -282,7 +284,7 @@ File::Part File::parse(const uint8_t* data, size_t size, const std::string& name
         seen_keys[key] = i;
         std::string field = "metadata '" + key + "'";
         size_t type_at = c.pos;
-        uint32_t t = c.read<uint32_t>(field + " type");
+        uint32_t t = c.read<uint32_t>(field, " type");
         if (!known_value_type(t))
             fail(name, field + " at offset " + std::to_string(type_at) + ": unknown value type " + std::to_string(t));
         Value v = read_value(c, static_cast<ValueType>(t), field, 0);
@@ -306,12 +308,12 @@ File::Part File::parse(const uint8_t* data, size_t size, const std::string& name
         std::string where = "tensor '" + t.name + "' (info at offset " + std::to_string(at) + ")";
         if (seen_names.count(t.name)) fail(name, where + ": duplicate tensor name");
         seen_names[t.name] = i;
-        uint32_t n_dims = c.read<uint32_t>(where + " dimension count");
+        uint32_t n_dims = c.read<uint32_t>(where, " dimension count");
         if (n_dims == 0 || n_dims > MAX_DIMS)
             fail(name, where + ": " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");
         uint64_t n_el = 1;
         for (uint32_t d = 0; d < n_dims; d++) {
-            int64_t dim = c.read<int64_t>(where + " dimension " + std::to_string(d));
+            int64_t dim = c.read<int64_t>(where, " dimension");
             if (dim < 0) fail(name, where + ": dimension " + std::to_string(d) + " is " + std::to_string(dim));
             if (dim > 0 && n_el > static_cast<uint64_t>(INT64_MAX) / static_cast<uint64_t>(dim))
                 fail(name, where + ": the element count (product of the dimensions) overflows 64 bits");
@@ -319,7 +321,7 @@ File::Part File::parse(const uint8_t* data, size_t size, const std::string& name
             t.dims.push_back(dim);
         }
         size_t type_at = c.pos;
-        uint32_t type = c.read<uint32_t>(where + " type");
+        uint32_t type = c.read<uint32_t>(where, " type");
         const TypeTraits* tr = type_traits(type);
         if (!tr) fail(name, where + ": unknown tensor type " + std::to_string(type) + " at offset " + std::to_string(type_at));
         t.type = tr->type;
@@ -329,7 +331,7 @@ File::Part File::parse(const uint8_t* data, size_t size, const std::string& name
         uint64_t blocks = n_el / static_cast<uint64_t>(tr->block_size);
         if (blocks > UINT64_MAX / tr->bytes_per_block) fail(name, where + ": the byte size overflows 64 bits");
         t.n_bytes = blocks * tr->bytes_per_block;
-        t.offset = c.read<uint64_t>(where + " data offset");
+        t.offset = c.read<uint64_t>(where, " data offset");
         t.file_index = file_index;
         part.tensors.push_back(std::move(t));
         info_at.push_back(at);
