@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <regex>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -138,12 +137,16 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, uint32_t d
 
 // "<prefix>-00001-of-00003.gguf" -> (prefix, 1, 3)
 bool parse_split_name(const std::string& path, std::string& prefix, uint32_t& index, uint32_t& count) {
-    static const std::regex re(R"((.*)-(\d{5})-of-(\d{5})\.gguf)");
-    std::smatch m;
-    if (!std::regex_match(path, m, re)) return false;
-    prefix = m[1];
-    index = static_cast<uint32_t>(std::stoul(m[2]));
-    count = static_cast<uint32_t>(std::stoul(m[3]));
+    constexpr std::string_view shape = "-#####-of-#####.gguf";  // '#': a decimal digit
+    if (path.size() < shape.size()) return false;
+    std::string_view tail = std::string_view(path).substr(path.size() - shape.size());
+    for (size_t i = 0; i < shape.size(); i++) {
+        bool ok = shape[i] == '#' ? tail[i] >= '0' && tail[i] <= '9' : tail[i] == shape[i];
+        if (!ok) return false;
+    }
+    prefix = path.substr(0, path.size() - shape.size());
+    index = static_cast<uint32_t>(std::stoul(std::string(tail.substr(1, 5))));
+    count = static_cast<uint32_t>(std::stoul(std::string(tail.substr(10, 5))));
     return true;
 }
 
