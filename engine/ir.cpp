@@ -197,14 +197,15 @@ void node_retain(const Node* n) { n->refs.fetch_add(1, std::memory_order_relaxed
 void node_release(const Node* n) {
     if (n->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     // Deleting a node releases its sources: iterate instead of recursing through long graphs.
-    thread_local std::vector<const Node*> dying;
+    // Never destroyed: nodes held by static objects are released after thread_locals die at exit.
+    thread_local auto* dying = new std::vector<const Node*>;
     thread_local bool draining = false;
-    dying.push_back(n);
+    dying->push_back(n);
     if (draining) return;
     draining = true;
-    while (!dying.empty()) {
-        const Node* d = dying.back();
-        dying.pop_back();
+    while (!dying->empty()) {
+        const Node* d = dying->back();
+        dying->pop_back();
         {
             std::lock_guard lock(table().mu);
             table().nodes.erase(d);

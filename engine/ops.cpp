@@ -137,8 +137,15 @@ Tensor operator/(double a, const Tensor& b) { return scalar_like(b, a) / b; }
 // --- unary math (ints are computed in f32) ---------------------------------------------------------
 Tensor exp2(const Tensor& x) { return unary(Op::EXP2, x, "exp2"); }
 Tensor log2(const Tensor& x) { return unary(Op::LOG2, x, "log2"); }
-Tensor exp(const Tensor& x) { return exp2(x * std::numbers::log2e); }
-Tensor log(const Tensor& x) { return log2(x) * std::numbers::ln2; }
+// Half-precision inputs scale in f32: rounding x * log2(e) to f16 would cost most of the result's bits.
+Tensor exp(const Tensor& x) {
+    if (x.dtype().code == DType::F16 || x.dtype().code == DType::BF16) return exp(x.cast(f32)).cast(x.dtype());
+    return exp2(x * std::numbers::log2e);
+}
+Tensor log(const Tensor& x) {
+    if (x.dtype().code == DType::F16 || x.dtype().code == DType::BF16) return log(x.cast(f32)).cast(x.dtype());
+    return log2(x) * std::numbers::ln2;
+}
 Tensor sqrt(const Tensor& x) { return unary(Op::SQRT, x, "sqrt"); }
 Tensor reciprocal(const Tensor& x) { return unary(Op::RECIP, x, "reciprocal"); }
 Tensor rsqrt(const Tensor& x) { return reciprocal(sqrt(x)); }
