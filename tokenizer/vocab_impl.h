@@ -1,0 +1,84 @@
+// What both vocabulary kinds share: token metadata read from GGUF, the special-token splitter that
+// runs before any model, decoding to bytes, and the end-of-generation set.
+#pragma once
+
+#include "tokenizer/tokenizer.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace gguf { class File; }
+
+namespace tok {
+
+// tokenizer.ggml.token_type values.
+enum TokenType : uint8_t { UNDEFINED = 0, NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6 };
+
+// A piece of the input after special tokens are split out: either a token or raw text [begin, end).
+struct Fragment {
+    int32_t token;  // -1 for raw text
+    size_t begin, end;
+};
+
+// Finds special tokens written literally in text, as llama.cpp's tokenizer_st_partition does: tokens
+// are taken longest first (then lowest id), each leftmost-first over the text not yet taken.
+// Control and unknown tokens count only with parse_special; user-defined tokens always.
+class SpecialSplitter {
+public:
+    void add(int32_t id, std::string_view text, bool only_with_parse_special);
+    void split(std::string_view text, bool parse_special, std::vector<Fragment>& out) const;
+    bool empty() const { return nodes_.size() <= 1; }
+
+private:
+    struct Node {
+        int32_t token = -1;
+        bool only_with_parse_special = false;
+        uint32_t depth = 0;
+    };
+    std::vector<Node> nodes_{Node{}};
+    std::unordered_map<uint64_t, uint32_t> edges_;  // (node << 8 | byte) -> child
+    bool first_byte_[256] = {};
+};
+
+// The common half of a tokenizer: everything except turning one raw text fragment into ids.
+class Vocab : public Tokenizer {
+public:
+    std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
+    std::string piece(int32_t id) const override;
+    std::string token_text(int32_t id, bool first) const override;
+    int32_t n_vocab() const override { return int32_t(tokens_.size()); }
+    int32_t bos() const override { return bos_; }
+    int32_t eos() const override { return eos_; }
+    bool add_bos() const override { return add_bos_; }
+    bool is_end(int32_t id) const override;
+    bool is_special(int32_t id) const override;
+
+protected:
+    // Reads tokens, types, scores, special ids and flags. Defaults differ per vocabulary kind.
+    struct Defaults {
+        int32_t bos = -1, eos = -1, unk = -1;
+        bool add_bos = false, add_space_prefix = false;
+    };
+    void load_common(const gguf::File& file, const Defaults& defaults);
+    // Appends the ids of one raw text fragment (no special tokens in it).
+    virtual void encode_fragment(std::string_view text, std::vector<int32_t>& out) const = 0;
+    std::string where() const { return "[tokenizer] " + path_ + ": "; }
+
+    std::string path_;
+    std::vector<std::string> tokens_;  // as stored in the file
+    std::vector<uint8_t> types_;       // TokenType
+    std::vector<float> scores_;
+    std::vector<std::string> texts_;   // the bytes each token decodes to (before first-token rules)
+    int32_t bos_ = -1, eos_ = -1, unk_ = -1;
+    bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+    std::vector<bool> is_end_;
+    SpecialSplitter specials_;
+};
+
+std::unique_ptr<Tokenizer> make_bpe(const gguf::File& file);
+std::unique_ptr<Tokenizer> make_spm(const gguf::File& file);
+
+}  // namespace tok
