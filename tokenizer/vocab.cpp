@@ -129,7 +129,10 @@ void Vocab::load_common(const gguf::File& f, const Defaults& d) {
     add_bos_ = f.get_or<bool>("tokenizer.ggml.add_bos_token", d.add_bos);
     add_eos_ = f.get_or<bool>("tokenizer.ggml.add_eos_token", false);
     add_space_prefix_ = f.get_or<bool>("tokenizer.ggml.add_space_prefix", d.add_space_prefix);
-    if (add_bos_ && bos_ < 0) throw Error(where() + "add_bos_token is set but the vocabulary has no BOS token");
+    if (add_bos_ && bos_ < 0) {  // a preset's default quietly gives way; the file saying so is an error
+        if (f.has("tokenizer.ggml.add_bos_token")) throw Error(where() + "add_bos_token is set but the vocabulary has no BOS token");
+        add_bos_ = false;
+    }
     if (add_eos_ && eos_ < 0) throw Error(where() + "add_eos_token is set but the vocabulary has no EOS token");
 
     // End of generation: EOS/EOT/EOM ids, and control tokens with a well-known end text. llama.cpp

@@ -45,13 +45,60 @@ inline Loaded load_vocab(const std::string& name) {
     return l;
 }
 
-// A tokenizer from an in-memory GGUF made by `build` (which fills in tokenizer.* keys).
-template <class F>
-inline Loaded load_memory(F&& build, std::vector<uint8_t>& storage) {
-    gguf::Writer w;
-    w.set_str("general.architecture", "llama");
-    build(w);
-    storage = w.bytes();
+// A metadata-only GGUF v3 image (the layout of https://github.com/ggml-org/ggml/blob/master/docs/gguf.md),
+// enough to describe a vocabulary in a test.
+class GgufImage {
+public:
+    GgufImage& str(const std::string& key, const std::string& v) { return kv(key, 8), string(v), *this; }
+    GgufImage& u32(const std::string& key, uint32_t v) { return kv(key, 4), pod(v), *this; }
+    GgufImage& boolean(const std::string& key, bool v) { return kv(key, 7), pod(uint8_t(v)), *this; }
+    GgufImage& strs(const std::string& key, const std::vector<std::string>& v) {
+        kv(key, 9), pod(uint32_t(8)), pod(uint64_t(v.size()));
+        for (const auto& s : v) string(s);
+        return *this;
+    }
+    GgufImage& i32s(const std::string& key, const std::vector<int32_t>& v) {
+        kv(key, 9), pod(uint32_t(5)), pod(uint64_t(v.size()));
+        for (int32_t x : v) pod(x);
+        return *this;
+    }
+    GgufImage& f32s(const std::string& key, const std::vector<float>& v) {
+        kv(key, 9), pod(uint32_t(6)), pod(uint64_t(v.size()));
+        for (float x : v) pod(x);
+        return *this;
+    }
+    std::vector<uint8_t> bytes() const {
+        std::vector<uint8_t> out{'G', 'G', 'U', 'F'};
+        const auto put = [&](auto v) {
+            const auto* p = reinterpret_cast<const uint8_t*>(&v);
+            out.insert(out.end(), p, p + sizeof v);
+        };
+        put(uint32_t(3)), put(uint64_t(0)), put(uint64_t(n_kv_));
+        out.insert(out.end(), body_.begin(), body_.end());
+        return out;
+    }
+
+private:
+    template <class T> void pod(T v) {
+        const auto* p = reinterpret_cast<const uint8_t*>(&v);
+        body_.insert(body_.end(), p, p + sizeof v);
+    }
+    void string(const std::string& s) {
+        pod(uint64_t(s.size()));
+        body_.insert(body_.end(), s.begin(), s.end());
+    }
+    void kv(const std::string& key, uint32_t type) {
+        string(key);
+        pod(type);
+        n_kv_++;
+    }
+    std::vector<uint8_t> body_;
+    uint64_t n_kv_ = 0;
+};
+
+// A tokenizer from an in-memory GGUF; `storage` keeps the bytes alive as long as the file.
+inline Loaded load_memory(const GgufImage& image, std::vector<uint8_t>& storage) {
+    storage = image.bytes();
     Loaded l;
     l.file = gguf::File::from_memory(storage.data(), storage.size(), "test.gguf");
     l.tok = tok::Tokenizer::from_gguf(*l.file);
