@@ -136,8 +136,9 @@ public:
                 default: break;  // unused / undefined tokens decode to nothing, as in llama.cpp
             }
         }
+        by_bytes_.build(&texts_, n);
         for (int32_t i = 0; i < n; i++)
-            if (types_[i] == NORMAL) by_bytes_.emplace(texts_[i], i);
+            if (types_[i] == NORMAL) by_bytes_.insert(i);
         std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
         for (int b = 0; b < 256; b++) byte_token_[b] = id_or_synthetic(std::string(1, char(b)));
 
@@ -170,7 +171,7 @@ private:
     // A token id for these bytes; bytes that are no token get an id past the vocabulary, whose
     // symbols come out as single-byte tokens in the end (what llama.cpp does with them).
     int32_t id_or_synthetic(const std::string& s) {
-        if (auto it = by_bytes_.find(s); it != by_bytes_.end()) return it->second;
+        if (const int32_t id = by_bytes_.find(s); id >= 0) return id;
         if (auto it = synthetic_ids_.find(s); it != synthetic_ids_.end()) return it->second;
         const int32_t id = n_vocab() + int32_t(synthetic_.size());
         synthetic_.push_back(s);
@@ -181,26 +182,30 @@ private:
 
     void load_merges(const std::vector<std::string>& merges, const ByteDecoder& bytes) {
         table_.reserve(merges.size());
+        // Merge sides are stored GPT-2-encoded like the tokens: look them up as stored, decode only misses.
+        const auto id_of = [&](std::string_view stored) {
+            const int32_t id = id_of_.find(stored);
+            return id >= 0 && types_[id] == NORMAL ? id : id_or_synthetic(bytes.decode(stored));
+        };
+        std::string merged;
         for (size_t rank = 0; rank < merges.size(); rank++) {
-            const std::string& m = merges[rank];
+            const std::string_view m = merges[rank];
             const size_t space = m.find(' ', 1);  // a merge side may itself be a space stand-in, never empty
             if (space == std::string::npos)
-                throw Error(where() + "tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" + m + "' is not 'left right'");
-            const std::string left = bytes.decode(std::string_view(m).substr(0, space));
-            const std::string right = bytes.decode(std::string_view(m).substr(space + 1));
-            const int32_t l = id_or_synthetic(left), r = id_or_synthetic(right);
-            table_.insert(l, r, {int32_t(rank), id_or_synthetic(left + right)});
+                throw Error(where() + "tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" + std::string(m) + "' is not 'left right'");
+            merged.assign(m.substr(0, space)).append(m.substr(space + 1));
+            table_.insert(id_of(m.substr(0, space)), id_of(m.substr(space + 1)), {int32_t(rank), id_of(merged)});
         }
     }
 
     void derive_merges() {
-        table_.reserve(by_bytes_.size() * 2);
+        table_.reserve(size_t(n_vocab()) * 2);
         for (int32_t id = 0; id < n_vocab(); id++) {
             if (types_[id] != NORMAL) continue;
             const std::string_view t = texts_[id];
             for (size_t k = 1; k < t.size(); k++) {
-                auto a = by_bytes_.find(t.substr(0, k)), b = by_bytes_.find(t.substr(k));
-                if (a != by_bytes_.end() && b != by_bytes_.end()) table_.insert(a->second, b->second, {id, id});
+                const int32_t a = by_bytes_.find(t.substr(0, k)), b = by_bytes_.find(t.substr(k));
+                if (a >= 0 && b >= 0) table_.insert(a, b, {id, id});
             }
         }
     }
@@ -211,8 +216,8 @@ private:
             return;
         }
         if (preset_->ignore_merges)
-            if (auto it = by_bytes_.find(word); it != by_bytes_.end()) {
-                out.push_back(it->second);
+            if (const int32_t id = by_bytes_.find(word); id >= 0) {
+                out.push_back(id);
                 return;
             }
         if (cache_.get(word, out)) return;
@@ -272,7 +277,7 @@ private:
     }
 
     const Preset* preset_ = nullptr;
-    std::unordered_map<std::string_view, int32_t> by_bytes_;  // normal tokens by their bytes
+    TokenIndex by_bytes_;  // normal tokens by their bytes
     std::vector<std::string> synthetic_;
     std::unordered_map<std::string, int32_t> synthetic_ids_;
     int32_t byte_token_[256];

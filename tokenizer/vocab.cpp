@@ -114,12 +114,11 @@ void Vocab::load_common(const gguf::File& f, const Defaults& d) {
         if (scores.size() < n) throw Error(where() + "tokenizer.ggml.scores has fewer entries than tokens");
         std::copy(scores.begin(), scores.begin() + n, scores_.begin());
     }
-    std::unordered_map<std::string_view, int32_t> seen;
+    id_of_.build(&tokens_, n);
     for (size_t i = 0; i < n; i++) {
         if (tokens_[i].empty()) tokens_[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp names them
-        auto [it, fresh] = seen.emplace(tokens_[i], int32_t(i));
-        if (!fresh)
-            throw Error(where() + "duplicate token '" + tokens_[i] + "' (ids " + std::to_string(it->second) + " and " +
+        if (const int32_t other = id_of_.insert(int32_t(i)); other >= 0)
+            throw Error(where() + "duplicate token '" + tokens_[i] + "' (ids " + std::to_string(other) + " and " +
                         std::to_string(i) + ")");
     }
 
@@ -150,7 +149,7 @@ void Vocab::load_common(const gguf::File& f, const Defaults& d) {
         if (types_[i] == CONTROL) is_end_[i] = true;
     }
     // gpt-oss (o200k_harmony): with <|return|> and <|call|> present, <|end|> only ends a message.
-    const auto id_of = [&](std::string_view t) { auto it = seen.find(t); return it == seen.end() ? -1 : it->second; };
+    const auto id_of = [&](std::string_view t) { return id_of_.find(t); };
     const int32_t end = id_of("<|end|>");
     if (end >= 0 && ((id_of("<|return|>") >= 0 && id_of("<|call|>") >= 0) || (id_of("<|calls|>") >= 0 && id_of("<|flush|>") >= 0)))
         is_end_[end] = false, types_[end] = USER_DEFINED;

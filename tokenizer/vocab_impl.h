@@ -17,6 +17,53 @@ namespace tok {
 // tokenizer.ggml.token_type values.
 enum TokenType : uint8_t { UNDEFINED = 0, NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6 };
 
+// Token id by text, for texts owned by a vector<string> indexed by id (open addressing: one probe
+// usually touches one slot and one string).
+class TokenIndex {
+public:
+    void build(const std::vector<std::string>* texts, size_t expected) {
+        texts_ = texts;
+        size_t cap = 16;
+        while (cap < expected * 2) cap *= 2;
+        slots_.assign(cap, Slot{0, -1});
+        mask_ = cap - 1;
+    }
+    // The id already indexed under the text of `id`, or -1 after indexing it.
+    int32_t insert(int32_t id) {
+        const std::string_view key = (*texts_)[id];
+        const uint32_t h = hash(key);
+        for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+            if (slots_[i].id < 0) {
+                slots_[i] = {h, id};
+                return -1;
+            }
+            if (slots_[i].hash == h && (*texts_)[slots_[i].id] == key) return slots_[i].id;
+        }
+    }
+    int32_t find(std::string_view key) const {
+        if (slots_.empty()) return -1;
+        const uint32_t h = hash(key);
+        for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+            if (slots_[i].id < 0) return -1;
+            if (slots_[i].hash == h && (*texts_)[slots_[i].id] == key) return slots_[i].id;
+        }
+    }
+
+private:
+    struct Slot {
+        uint32_t hash;
+        int32_t id;
+    };
+    static uint32_t hash(std::string_view s) {  // FNV-1a, folded
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+        return uint32_t(h ^ (h >> 32));
+    }
+    const std::vector<std::string>* texts_ = nullptr;
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+};
+
 // A piece of the input after special tokens are split out: either a token or raw text [begin, end).
 struct Fragment {
     int32_t token;  // -1 for raw text
@@ -69,6 +116,7 @@ protected:
 
     std::string path_;
     std::vector<std::string> tokens_;  // as stored in the file
+    TokenIndex id_of_;                 // stored text -> id
     std::vector<uint8_t> types_;       // TokenType
     std::vector<float> scores_;
     std::vector<std::string> texts_;   // the bytes each token decodes to (before first-token rules)

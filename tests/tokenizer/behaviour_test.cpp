@@ -36,7 +36,7 @@ TEST_CASE("the built-in model adds BOS when asked and drops SentencePiece's lead
 
 TEST_CASE("parse_special off keeps control tokens as text but still splits user-defined ones") {
     REQUIRE_SHARED_DATA();
-    const Loaded qwen = load_vocab("qwen3");
+    const Loaded& qwen = vocab("qwen3");
     const auto parsed = qwen.tok->encode("<|im_start|>user", false, true);
     CHECK(parsed.front() == 151644);
     const auto plain = qwen.tok->encode("<|im_start|>user", false, false);
@@ -52,7 +52,7 @@ TEST_CASE("parse_special off keeps control tokens as text but still splits user-
 
 TEST_CASE("a longer special token wins over a shorter one inside it") {
     REQUIRE_SHARED_DATA();
-    const Loaded llama3 = load_vocab("llama3");
+    const Loaded& llama3 = vocab("llama3");
     // <|reserved_special_token_25|> must not be read as <|reserved_special_token_2|> + "5|>"
     const auto ids = llama3.tok->encode("<|reserved_special_token_25|>", false, true);
     REQUIRE(ids.size() == 1);
@@ -133,7 +133,7 @@ TEST_CASE("ids outside the vocabulary are errors, not crashes") {
 
 TEST_CASE("arbitrary bytes round-trip through byte-level BPE") {
     REQUIRE_SHARED_DATA();
-    const Loaded v = load_vocab("llama3");
+    const Loaded& v = vocab("llama3");
     std::string junk;
     for (int i = 0; i < 256; i++) junk.push_back(char(i));
     junk += "\xc3\x28\xe2\x82\xf0\x9f\x98";  // invalid and truncated sequences

@@ -10,7 +10,7 @@ namespace {
 
 void check_vocabulary(const std::string& name, bool nfc_decode) {
     REQUIRE_SHARED_DATA();
-    const Loaded v = load_vocab(name);
+    const Loaded& v = vocab(name);
     const std::vector<Case> cases = read_expected(name);
     REQUIRE(cases.size() > 300);
     int encode_failures = 0, decode_failures = 0;

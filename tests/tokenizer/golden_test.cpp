@@ -15,9 +15,9 @@ TEST_CASE("prompt ids of every llama.cpp golden match our encode of its model") 
         const auto golden = nlohmann::json::parse(in);
         const auto file = gguf::File::open(test_data::shared("models/" + golden.at("model_file").get<std::string>()));
         const auto tok = tok::Tokenizer::from_gguf(*file);
-        const auto& vocab = golden.at("vocab");
-        CHECK(tok->n_vocab() == vocab.at("n_vocab").get<int32_t>());
-        CHECK(tok->add_bos() == vocab.at("add_bos").get<bool>());
+        const auto& golden_vocab = golden.at("vocab");
+        CHECK(tok->n_vocab() == golden_vocab.at("n_vocab").get<int32_t>());
+        CHECK(tok->add_bos() == golden_vocab.at("add_bos").get<bool>());
         n_files++;
         for (const auto& c : golden.at("cases")) {
             const std::string prompt = c.at("prompt").get<std::string>();

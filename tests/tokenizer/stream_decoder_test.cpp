@@ -21,7 +21,7 @@ bool is_whole_utf8(const std::string& s) {
 
 void check_streaming(const std::string& name) {
     REQUIRE_SHARED_DATA();
-    const Loaded v = load_vocab(name);
+    const Loaded& v = vocab(name);
     int mismatches = 0, partial = 0, n_pieces = 0;
     for (const Case& c : read_expected(name)) {
         tok::StreamDecoder dec(*v.tok);

@@ -34,8 +34,7 @@ std::string gpt2_bytes(const std::string& raw) {
 
 TEST_CASE("tinygrad's Llama 3 cases encode and decode exactly") {
     REQUIRE_SHARED_DATA();
-    const Loaded v = load_vocab("llama3");
-    const tok::Tokenizer& t = *v.tok;
+    const tok::Tokenizer& t = *vocab("llama3").tok;
     // Found by looking the whole word up in the vocabulary (ignore_merges), not by applying merges.
     check_coding(t, " \xd0\xbd\xd0\xb0\xd0\xbf\xd1\x80\xd0\xb8\xd0\xbc\xd0\xb5\xd1\x80", {111797});
     check_coding(t, "hello world", {15339, 1917});
@@ -52,7 +51,7 @@ TEST_CASE("tinygrad's Llama 3 cases encode and decode exactly") {
 
 TEST_CASE("a long cached prompt tokenizes like a fresh one") {
     REQUIRE_SHARED_DATA();
-    const Loaded v = load_vocab("llama3");
+    const Loaded& v = vocab("llama3");
     std::string prefix;
     for (int i = 0; i < 700; i++) prefix += "system tools\n";
     prefix += "<|eot_id|>";

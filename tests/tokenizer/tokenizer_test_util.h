@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,6 +44,15 @@ inline Loaded load_vocab(const std::string& name) {
     l.file = gguf::File::open(test_data::shared("tokenizers/vocab/" + name + ".vocab.gguf"));
     l.tok = tok::Tokenizer::from_gguf(*l.file);
     return l;
+}
+
+// The conformance vocabulary `name`, loaded once per test run (loading a 200k-token vocabulary takes
+// a few hundred milliseconds).
+inline const Loaded& vocab(const std::string& name) {
+    static std::map<std::string, Loaded> loaded;
+    auto it = loaded.find(name);
+    if (it == loaded.end()) it = loaded.emplace(name, load_vocab(name)).first;
+    return it->second;
 }
 
 // A metadata-only GGUF v3 image (the layout of https://github.com/ggml-org/ggml/blob/master/docs/gguf.md),
