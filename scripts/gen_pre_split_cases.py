@@ -8,6 +8,7 @@ llama-vocab.cpp; \\s is written as \\p{White_Space} as in Rust's regex and Onigu
 Texts: the visible conformance corpus lines up to 160 code points, hand-picked edge cases, and seeded
 random strings over an alphabet covering every class the patterns distinguish.
 
+Needs the `regex` package (Debian: python3-regex); only to regenerate the file, not to run the tests.
 Usage: scripts/gen_pre_split_cases.py [../shared/tokenizers/corpus.jsonl] > tests/tokenizer/data/pre_split_cases.json
 """
 import json
