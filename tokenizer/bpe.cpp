@@ -8,7 +8,6 @@
 #include "gguf/gguf.h"
 
 #include <algorithm>
-#include <mutex>
 
 namespace tok {
 
@@ -82,33 +81,6 @@ private:
     size_t hash(uint64_t key) const { return size_t((key * 0x9e3779b97f4a7c15ull) >> 20) & mask_; }
     std::vector<Slot> slots_;
     size_t mask_ = 0;
-};
-
-struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
-// Words already merged, shared by all threads encoding with this tokenizer.
-class WordCache {
-public:
-    bool get(std::string_view word, std::vector<int32_t>& out) {
-        std::lock_guard lock(mu_);
-        auto it = map_.find(word);
-        if (it == map_.end()) return false;
-        out.insert(out.end(), it->second.begin(), it->second.end());
-        return true;
-    }
-    void put(std::string_view word, const int32_t* ids, size_t n) {
-        std::lock_guard lock(mu_);
-        if (map_.size() >= MAX_WORDS) map_.clear();  // a long text of unique words: start over
-        map_.emplace(std::string(word), std::vector<int32_t>(ids, ids + n));
-    }
-
-private:
-    static constexpr size_t MAX_WORDS = 1 << 16;
-    std::mutex mu_;
-    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map_;
 };
 
 class BpeTokenizer final : public Vocab {

@@ -1,7 +1,8 @@
 // SentencePiece vocabularies (tokenizer.ggml.model = "llama"): a ModelProto is built from the GGUF
 // pieces, scores and types, serialized by hand in protobuf wire format and loaded into
 // libsentencepiece. Like llama.cpp: BPE by piece score, byte fallback, no extra-whitespace removal,
-// a space in front of each text fragment when add_space_prefix is set.
+// a space in front of each text fragment when add_space_prefix is set. Text is encoded word by word
+// (cached) where no piece can span the start of a space run: same ids, far less work.
 // Proto: https://github.com/google/sentencepiece/blob/master/src/sentencepiece_model.proto
 #include "tokenizer/vocab_impl.h"
 
@@ -10,6 +11,7 @@
 #include <sentencepiece_processor.h>
 
 #include <cstring>
+#include <unordered_set>
 
 namespace tok {
 
@@ -58,7 +60,7 @@ bool is_byte_piece(const std::string& t) {
 
 class SpmTokenizer final : public Vocab {
 public:
-    explicit SpmTokenizer(const gguf::File& f) {
+    SpmTokenizer(const gguf::File& f, bool by_word) {
         load_common(f, Defaults{1, 2, 0, true, true});  // llama.cpp's defaults for SentencePiece files
         const int32_t n = n_vocab();
 
@@ -76,13 +78,41 @@ public:
             }
         }
 
+        const bool remove_extra_whitespaces = f.get_or<bool>("tokenizer.ggml.remove_extra_whitespaces", false);
+        by_word_ = by_word && !remove_extra_whitespaces;
+        find_chars_joined_to_space();
         sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-        const auto status = sp_->LoadFromSerializedProto(model_proto(f.get_or<bool>("tokenizer.ggml.remove_extra_whitespaces", false)));
+        const auto status = sp_->LoadFromSerializedProto(model_proto(remove_extra_whitespaces));
         if (!status.ok()) throw Error(where() + "SentencePiece rejects the vocabulary: " + status.ToString());
     }
 
 protected:
-    void encode_fragment(std::string_view text, std::vector<int32_t>& out) const override {
+    void encode_fragment(std::string_view fragment, std::vector<int32_t>& out) const override {
+        // The space llama.cpp puts in front of every fragment (SentencePiece's dummy prefix).
+        std::string text;
+        if (add_space_prefix_) text = " ";
+        text.append(fragment);
+        if (!by_word_) {
+            encode_piece(text, out);
+            return;
+        }
+        // Merges never cross the start of a space run (unless a piece joins its character to a space):
+        // encode "  word" pieces separately.
+        for (size_t begin = 0; begin < text.size();) {
+            size_t end = begin + 1;
+            while (end < text.size() && !(text[end] == ' ' && starts_space_run(text, end))) end++;
+            const std::string_view word = std::string_view(text).substr(begin, end - begin);
+            if (!cache_.get(word, out)) {
+                const size_t start = out.size();
+                encode_piece(word, out);
+                cache_.put(word, out.data() + start, out.size() - start);
+            }
+            begin = end;
+        }
+    }
+
+private:
+    void encode_piece(std::string_view text, std::vector<int32_t>& out) const {
         std::vector<int> ids;
         const auto status = sp_->Encode(text, &ids);
         if (!status.ok()) throw Error(where() + "SentencePiece: " + status.ToString());
@@ -92,7 +122,31 @@ protected:
         }
     }
 
-private:
+    // The characters some piece SentencePiece can produce has right before a U+2581 (">" in Gemma 3's
+    // ">\u2581</"): only there may a symbol span the start of a space run.
+    void find_chars_joined_to_space() {
+        static const std::string_view SPACE = "\xe2\x96\x81";
+        for (size_t i = 0; i < tokens_.size(); i++) {
+            if (types_[i] != NORMAL && types_[i] != USER_DEFINED && types_[i] != UNUSED && types_[i] != UNDEFINED) continue;
+            const std::string_view t = tokens_[i];
+            for (size_t at = t.find(SPACE, 1); at != std::string_view::npos; at = t.find(SPACE, at + 1)) {
+                size_t c = at - 1;
+                while (c > 0 && (uint8_t(t[c]) & 0xc0) == 0x80) c--;  // back to the start of that character
+                if (t.substr(c, at - c) != SPACE) joined_to_space_.insert(std::string(t.substr(c, at - c)));
+            }
+        }
+    }
+    // Whether the space at text[space] starts a run no symbol can reach into from the left: the
+    // character before it is no space (nor a literal U+2581, which looks like one to SentencePiece)
+    // and no piece joins it to a space.
+    bool starts_space_run(const std::string& text, size_t space) const {
+        size_t c = space - 1;
+        while (c > 0 && space - c < 4 && (uint8_t(text[c]) & 0xc0) == 0x80) c--;
+        const std::string_view prev = std::string_view(text).substr(c, space - c);
+        if (prev == " " || prev == "\xe2\x96\x81") return false;
+        return joined_to_space_.empty() || !joined_to_space_.count(std::string(prev));
+    }
+
     static std::string unescape_spaces(const std::string& t) {  // U+2581 -> ' '
         std::string out;
         for (size_t i = 0; i < t.size(); i++) {
@@ -147,7 +201,7 @@ private:
         model.bytes_field(2, trainer.bytes());
         ProtoWriter normalizer;
         normalizer.bytes_field(1, "identity");  // no precompiled charsmap: text is not normalized
-        normalizer.varint_field(3, add_space_prefix_);
+        normalizer.varint_field(3, 0);  // add_dummy_prefix: encode_fragment puts the space in itself
         normalizer.varint_field(4, remove_extra_whitespaces);
         normalizer.varint_field(5, 1);  // escape_whitespaces: ' ' -> U+2581
         model.bytes_field(3, normalizer.bytes());
@@ -155,10 +209,13 @@ private:
     }
 
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+    bool by_word_ = false;
+    std::unordered_set<std::string> joined_to_space_;
+    mutable WordCache cache_;
 };
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_spm(const gguf::File& file) { return std::make_unique<SpmTokenizer>(file); }
+std::unique_ptr<Tokenizer> make_spm(const gguf::File& file, bool by_word) { return std::make_unique<SpmTokenizer>(file, by_word); }
 
 }  // namespace tok

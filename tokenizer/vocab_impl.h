@@ -5,6 +5,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,6 +63,33 @@ private:
     const std::vector<std::string>* texts_ = nullptr;
     std::vector<Slot> slots_;
     size_t mask_ = 0;
+};
+
+struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Words already encoded, shared by all threads encoding with one tokenizer.
+class WordCache {
+public:
+    bool get(std::string_view word, std::vector<int32_t>& out) {
+        std::lock_guard lock(mu_);
+        auto it = map_.find(word);
+        if (it == map_.end()) return false;
+        out.insert(out.end(), it->second.begin(), it->second.end());
+        return true;
+    }
+    void put(std::string_view word, const int32_t* ids, size_t n) {
+        std::lock_guard lock(mu_);
+        if (map_.size() >= MAX_WORDS) map_.clear();  // a long text of unique words: start over
+        map_.emplace(std::string(word), std::vector<int32_t>(ids, ids + n));
+    }
+
+private:
+    static constexpr size_t MAX_WORDS = 1 << 16;
+    std::mutex mu_;
+    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map_;
 };
 
 // A piece of the input after special tokens are split out: either a token or raw text [begin, end).
@@ -127,6 +155,7 @@ protected:
 };
 
 std::unique_ptr<Tokenizer> make_bpe(const gguf::File& file);
-std::unique_ptr<Tokenizer> make_spm(const gguf::File& file);
+// by_word = false hands each text fragment to SentencePiece whole (tests check both agree).
+std::unique_ptr<Tokenizer> make_spm(const gguf::File& file, bool by_word = true);
 
 }  // namespace tok

@@ -2,6 +2,8 @@
 // generation, SentencePiece spacing, and clear errors for vocabularies and ids it cannot use.
 #include "tokenizer_test_util.h"
 
+#include "tokenizer/vocab_impl.h"
+
 using namespace tok_test;
 
 namespace {
@@ -138,4 +140,25 @@ TEST_CASE("arbitrary bytes round-trip through byte-level BPE") {
     for (int i = 0; i < 256; i++) junk.push_back(char(i));
     junk += "\xc3\x28\xe2\x82\xf0\x9f\x98";  // invalid and truncated sequences
     CHECK(v.tok->decode(v.tok->encode(junk, false, false)) == junk);
+}
+
+TEST_CASE("SentencePiece word by word gives the ids of whole fragments") {
+    REQUIRE_SHARED_DATA();
+    // Random texts rich in what could join across a word boundary: spaces, '>', '<', '/', newlines.
+    const std::vector<std::string> alphabet = {" ", " ", "  ", ">", "<", "/", "a", "b", "th", "e", "\n", "\t", "1",
+                                               "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "</", "> </", "\xe2\x96\x81"};
+    uint32_t seed = 12345;
+    const auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+    for (const char* name : {"llama2", "gemma3"}) {
+        const auto file = gguf::File::open(test_data::shared(std::string("tokenizers/vocab/") + name + ".vocab.gguf"));
+        const auto by_word = tok::make_spm(*file, true), whole = tok::make_spm(*file, false);
+        int mismatches = 0;
+        for (int i = 0; i < 400; i++) {
+            std::string text;
+            for (uint32_t n = 1 + next() % 24; n > 0; n--) text += alphabet[next() % alphabet.size()];
+            if (by_word->encode(text, false, true) != whole->encode(text, false, true) && ++mismatches <= 3)
+                UNSCOPED_INFO(name << ": '" << escaped(text) << "'");
+        }
+        CHECK(mismatches == 0);
+    }
 }
