@@ -46,5 +46,6 @@ private:
 int cmd_info(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
 
 }  // namespace cli

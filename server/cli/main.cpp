@@ -23,6 +23,7 @@ const Entry COMMANDS[] = {
     {"info", cmd_info, "describe a GGUF model: architecture, sizes, types, tokenizer"},
     {"run", cmd_run, "generate a raw completion of a prompt"},
     {"bench", cmd_bench, "measure prefill and decode speed (llama-bench's pp/tg)"},
+    {"tokenize", cmd_tokenize, "show the token ids and pieces of a text under a model's tokenizer"},
 };
 
 void print_help() {
