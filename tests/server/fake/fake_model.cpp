@@ -107,6 +107,7 @@ llm::GenerateResult ScriptedSession::generate(const std::vector<int32_t>& prompt
     for (size_t i = 0;; i++) {
         if (options.cancel && options.cancel->load()) { result.finish = llm::FinishReason::CANCELLED; break; }
         if (int(result.ids.size()) >= options.max_tokens || int(prompt.size() + result.ids.size()) >= info_.n_ctx) break;
+        if (int(result.ids.size()) == fail_after_tokens) throw std::runtime_error("[fake] the device fell over");
         if (token_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(token_delay_ms));
         int32_t id = i < plan.size() ? plan[i] : 3 + ' ';
         result.ids.push_back(id);
