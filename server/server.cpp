@@ -96,6 +96,8 @@ struct Server::Impl {
                 send_json(res, e.status, error_json(e));
             } catch (const llm::TemplateError& e) {  // e.g. the template's raise_exception on bad roles
                 send_json(res, 400, error_json(ApiError(400, std::string("[server] chat template: ") + e.what(), "messages")));
+            } catch (const nlohmann::json::exception& e) {  // a field of an unexpected type
+                send_json(res, 400, error_json(ApiError(400, std::string("[server] invalid request: ") + e.what())));
             } catch (const tok::Error& e) {
                 send_json(res, 400, error_json(ApiError(400, e.what())));
             } catch (const std::length_error& e) {

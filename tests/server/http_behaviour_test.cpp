@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <random>
 #include <thread>
 
 namespace {
@@ -222,4 +223,34 @@ TEST_CASE("http: CORS headers only when --cors is set, preflight answered") {
     REQUIRE(denied);
     CHECK(denied->status == 401);  // errors carry the header too, so the page can show them
     CHECK(denied->get_header_value("Access-Control-Allow-Origin") == "http://example.test");
+}
+
+TEST_CASE("http: mangled request bodies never crash the server nor make it fail (deterministic fuzz)") {
+    LiveServer s;
+    s.session.reply_text = "ok";
+    const std::string valid = R"({"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]},)"
+                              R"({"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},)"
+                              R"({"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f"}}],)"
+                              R"("tool_choice":"auto","stream":false,"max_tokens":8,"temperature":0.5,"top_p":0.9,"top_k":3,"min_p":0.1,"seed":1,)"
+                              R"("stop":["x"],"logit_bias":{"5":1},"logprobs":true,"top_logprobs":2,"chat_template_kwargs":{"enable_thinking":true}})";
+    const std::string valid_completion = R"({"prompt":"Once","max_tokens":4,"temperature":0,"logprobs":2,"stop":"z","echo":false,"stream":true})";
+    const std::string alphabet = "{}[]\",:0-1e.truefalsnul\\ abc";
+    std::mt19937 rng(1234);
+    for (int i = 0; i < 300; i++) {
+        const bool chat_request = i % 2 == 0;
+        std::string body = chat_request ? valid : valid_completion;
+        for (int edits = 1 + int(rng() % 3); edits > 0; edits--) {
+            size_t at = rng() % body.size();
+            switch (rng() % 3) {
+            case 0: body[at] = alphabet[rng() % alphabet.size()]; break;
+            case 1: body.erase(at, 1 + rng() % 8); break;
+            default: body.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+            }
+        }
+        auto res = s.client->Post(chat_request ? "/v1/chat/completions" : "/v1/completions", body, "application/json");
+        REQUIRE(res);
+        INFO(body << "\n-> " << res->body);
+        CHECK((res->status == 200 || res->status == 400));
+    }
+    s.post_json("/v1/chat/completions", chat("still alive"));
 }
