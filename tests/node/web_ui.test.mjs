@@ -69,6 +69,24 @@ test("chat in the web UI: stream, stop, new chat", { skip, timeout: 60000 }, asy
   assert.match(health, /tinyllm_requests_processing 0/);
   await page.screenshot({ path: join(ARTIFACTS, "web_ui_stopped.png") });
 
+  // Regenerate replaces the stopped answer with a new one.
+  await page.click(".msg.assistant .regenerate");
+  await page.waitForSelector("#stop", { state: "visible" });
+  await page.click("#stop");
+  await page.waitForSelector("#send", { state: "visible" });
+  assert.equal(await page.locator(".msg.assistant").count(), 1);
+
+  // Edit and resend: the conversation continues from the edited message; code blocks get a copy button.
+  await page.click(".msg.user .edit");
+  await page.fill(".msg.user textarea", "Look:\n```\nprint(1)\n```\nok");
+  await page.click(".msg.user .actions .primary");
+  await page.waitForSelector(".msg.assistant pre code");
+  assert.equal(await page.locator(".msg.assistant pre code").first().textContent(), "print(1)");
+  assert.equal(await page.locator(".msg.assistant pre button").first().textContent(), "Copy");
+  assert.match(await page.locator(".msg.user .text").first().textContent(), /^Look:/);
+  await page.click("#stop");
+  await page.waitForSelector("#send", { state: "visible" });
+
   await page.click("#new-chat");
   assert.equal(await page.locator("#messages .msg").count(), 0);
   assert.equal(await page.locator("#conversations li").count(), 2);
