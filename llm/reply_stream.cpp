@@ -50,25 +50,29 @@ std::string StopScanner::finish() {
     return out;
 }
 
-ReplyStream::ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router)
-    : tokenizer_(tokenizer), stop_(std::move(stops)), router_(std::move(router)) {}
+ReplyStream::ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router,
+                         const std::vector<int32_t>& prompt)
+    : tokenizer_(tokenizer), stop_(std::move(stops)), router_(std::move(router)) {
+    constexpr size_t N_CONTEXT = 4;
+    ids_.assign(prompt.end() - std::min(prompt.size(), N_CONTEXT), prompt.end());
+    prefix_ = 0;
+    read_ = ids_.size();
+}
 
-// Decoding the whole reply each time (not piece by piece) keeps what detokenizers do at word starts
-// (SentencePiece's leading space) right; a trailing incomplete code point (or the U+FFFD a decoder
-// renders for it) waits for the next token.
+// Decoding a window that starts a few tokens back (not token by token) keeps what detokenizers do at
+// word starts right; text ending in an incomplete code point (or the U+FFFD a decoder renders for one)
+// waits for the next token.
 std::string ReplyStream::decode_new_text(bool at_end) {
-    std::string text = tokenizer_.decode(ids_);
-    size_t end = text.size();
-    if (!at_end) {
-        end -= incomplete_utf8_suffix(text);
-        constexpr std::string_view REPLACEMENT = "\xEF\xBF\xBD";
-        while (end >= n_emitted_ + REPLACEMENT.size() && std::string_view(text).substr(0, end).ends_with(REPLACEMENT))
-            end -= REPLACEMENT.size();
-    }
-    if (end <= n_emitted_) return "";
-    std::string fresh = text.substr(n_emitted_, end - n_emitted_);
-    n_emitted_ = end;
-    return fresh;
+    auto begin = ids_.begin() + std::ptrdiff_t(prefix_);
+    const std::string before = tokenizer_.decode(std::vector<int32_t>(begin, ids_.begin() + std::ptrdiff_t(read_)));
+    const std::string text = tokenizer_.decode(std::vector<int32_t>(begin, ids_.end()));
+    if (text.size() <= before.size()) return "";
+    if (!at_end && (incomplete_utf8_suffix(text) > 0 || std::string_view(text).ends_with("\xEF\xBF\xBD"))) return "";
+    size_t shared = 0;  // == before.size() unless the new id changed how the window's start decodes
+    while (shared < before.size() && before[shared] == text[shared]) shared++;
+    prefix_ = read_;
+    read_ = ids_.size();
+    return text.substr(shared);
 }
 
 RoutedText ReplyStream::push(int32_t id) {

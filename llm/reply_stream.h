@@ -31,7 +31,10 @@ size_t incomplete_utf8_suffix(std::string_view text);
 
 class ReplyStream {
 public:
-    ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router);
+    // `prompt` gives the decoder context: a reply's first word keeps its leading space, which
+    // detokenizers drop at the start of a text.
+    ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router,
+                const std::vector<int32_t>& prompt = {});
     RoutedText push(int32_t id);  // end-of-generation ids add no text
     RoutedText finish();
     bool stopped() const { return stop_.matched(); }  // a stop string matched: generation should end
@@ -42,8 +45,10 @@ private:
     const tok::Tokenizer& tokenizer_;
     StopScanner stop_;
     StreamRouter router_;
-    std::vector<int32_t> ids_;  // text ids so far (end-of-generation ids excluded)
-    size_t n_emitted_ = 0;      // bytes of decode(ids_) already passed on
+    // Incremental detokenization over a short window: decode(ids_[prefix_..]) minus decode(ids_[prefix_..read_))
+    // is the new text; ids before read_ are already passed on.
+    std::vector<int32_t> ids_;  // a few prompt ids for context, then the reply's text ids
+    size_t prefix_ = 0, read_ = 0;
 };
 
 }  // namespace llm

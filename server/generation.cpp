@@ -18,7 +18,7 @@ json token_entry(const tok::Tokenizer& tokenizer, int32_t id, float logprob) {
 Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
                        const std::function<bool()>& client_gone) {
     const tok::Tokenizer& tokenizer = session.tokenizer();
-    llm::ReplyStream reply(tokenizer, job.stop, job.router);
+    llm::ReplyStream reply(tokenizer, job.stop, job.router, job.prompt);
     Outcome outcome;
     Delta pending;  // logprobs of tokens whose text is still held back ride with the next text
     size_t n_tool_calls = 0;

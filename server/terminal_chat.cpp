@@ -72,7 +72,6 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
         size_t end = prompt.find_last_not_of(" \n\r\t");
         llm::RouterOptions router;
         router.start_in_reasoning = end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>");
-        llm::ReplyStream reply(tokenizer, {}, router);
 
         std::string answer;
         bool dimmed = false;
@@ -92,6 +91,7 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
         gen.sampling = options.sampling;
         gen.cancel = &cancel;
         std::vector<int32_t> ids = tokenizer.encode(prompt, true, true);
+        llm::ReplyStream reply(tokenizer, {}, router, ids);
         gen.max_tokens = std::max(1, std::min(options.max_tokens, session.info().n_ctx - int(ids.size())));
         gen.on_token = [&](const llm::TokenStep& step) {
             show(reply.push(step.id));

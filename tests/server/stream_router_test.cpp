@@ -125,3 +125,27 @@ TEST_CASE("router: without tools, <tool_call> text is plain content") {
     CHECK(r.all.tool_calls.empty());
     CHECK(r.all.content == "<tool_call>{\"name\":\"x\",\"arguments\":{}}</tool_call>");
 }
+
+namespace {
+
+// Decodes like SentencePiece: the space that starts a text is dropped.
+struct LeadingSpaceTokenizer : fake::ByteTokenizer {
+    std::string decode(const std::vector<int32_t>& ids) const override {
+        std::string text = ByteTokenizer::decode(ids);
+        return text.starts_with(' ') ? text.substr(1) : text;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("reply stream: with the prompt as context, a reply keeps its leading space") {
+    LeadingSpaceTokenizer tokenizer;
+    auto reply_text = [&](const std::vector<int32_t>& prompt) {
+        llm::ReplyStream reply(tokenizer, {}, {}, prompt);
+        std::string out;
+        for (int32_t id : tokenizer.encode(" there was", false, false)) out += reply.push(id).content;
+        return out + reply.finish().content;
+    };
+    CHECK(reply_text(tokenizer.encode("Once upon a time", true, false)) == " there was");
+    CHECK(reply_text({}) == "there was");  // no context: the detokenizer's rule applies to the reply itself
+}
