@@ -314,7 +314,8 @@ void Server::run() { impl_->http.listen_after_bind(); }
 void Server::start() {
     bind();
     impl_->thread = std::thread([this] { run(); });
-    while (!impl_->http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 5000 && !impl_->http.is_running(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!impl_->http.is_running()) throw std::runtime_error("[server] the listener did not start");
 }
 
 void Server::stop() {
