@@ -47,5 +47,7 @@ int cmd_info(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
+int cmd_chat(const std::vector<std::string>& args);
 
 }  // namespace cli

@@ -24,6 +24,8 @@ const Entry COMMANDS[] = {
     {"run", cmd_run, "generate a raw completion of a prompt"},
     {"bench", cmd_bench, "measure prefill and decode speed (llama-bench's pp/tg)"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text under a model's tokenizer"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web chat at /"},
+    {"chat", cmd_chat, "chat in the terminal"},
 };
 
 void print_help() {
