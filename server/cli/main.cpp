@@ -21,6 +21,7 @@ struct Entry {
 
 const Entry COMMANDS[] = {
     {"info", cmd_info, "describe a GGUF model: architecture, sizes, types, tokenizer"},
+    {"template", cmd_template, "render a chat template for a context (prints the prompt exactly)"},
 };
 
 void print_help() {
