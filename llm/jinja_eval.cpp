@@ -15,10 +15,19 @@ namespace {
                               type_name(b) + "'");
 }
 
-int64_t checked(bool overflow, int64_t v) {
-    if (overflow) fail(ErrorKind::VALUE, "integer result too large");
-    return v;
+// Python ints do not overflow; ours refuse to instead of wrapping.
+template <bool (*OP)(int64_t, int64_t, int64_t*)>
+int64_t checked(int64_t a, int64_t b) {
+    int64_t r;
+    if (OP(a, b, &r)) fail(ErrorKind::VALUE, "integer result too large");
+    return r;
 }
+bool add_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); }
+bool sub_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }
+bool mul_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }
+constexpr auto checked_add = checked<add_overflows>;
+constexpr auto checked_sub = checked<sub_overflows>;
+constexpr auto checked_mul = checked<mul_overflows>;
 
 std::string html_escape(std::string_view s) {  // markupsafe.escape
     std::string out;
@@ -96,10 +105,10 @@ Value binary_op(Op op, const Value& a, const Value& b) {
     require_defined(b);
     bool ints = a.is_number() && b.is_number() && a.kind() != Kind::FLOAT && b.kind() != Kind::FLOAT;
     bool numbers = a.is_number() && b.is_number();
-    int64_t x = ints ? a.as_int() : 0, y = ints ? b.as_int() : 0, r = 0;
+    int64_t x = ints ? a.as_int() : 0, y = ints ? b.as_int() : 0;
     switch (op) {
     case Op::ADD:
-        if (ints) return Value::integer(checked(__builtin_add_overflow(x, y, &r), r));
+        if (ints) return Value::integer(checked_add(x, y));
         if (numbers) return Value::number(a.as_float() + b.as_float());
         if (a.is_string() && b.is_string()) {
             if (a.is_safe() || b.is_safe())  // Markup escapes the plain operand
@@ -121,11 +130,11 @@ Value binary_op(Op op, const Value& a, const Value& b) {
             fail(ErrorKind::TYPE, "can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
         unsupported_operands("+", a, b);
     case Op::SUB:
-        if (ints) return Value::integer(checked(__builtin_sub_overflow(x, y, &r), r));
+        if (ints) return Value::integer(checked_sub(x, y));
         if (numbers) return Value::number(a.as_float() - b.as_float());
         unsupported_operands("-", a, b);
     case Op::MUL:
-        if (ints) return Value::integer(checked(__builtin_mul_overflow(x, y, &r), r));
+        if (ints) return Value::integer(checked_mul(x, y));
         if (numbers) return Value::number(a.as_float() * b.as_float());
         if ((a.is_string() || a.kind() == Kind::LIST) && b.is_number() && b.kind() != Kind::FLOAT) return repeat(a, b.as_int());
         if ((b.is_string() || b.kind() == Kind::LIST) && a.is_number() && a.kind() != Kind::FLOAT) return repeat(b, a.as_int());
@@ -160,8 +169,8 @@ Value binary_op(Op op, const Value& a, const Value& b) {
         if (ints && y >= 0) {  // by squaring; any overflow of the base would overflow the result
             int64_t result = 1, base = x;
             for (int64_t e = y; e; e >>= 1) {
-                if (e & 1) result = checked(__builtin_mul_overflow(result, base, &r), r);
-                if (e > 1) base = checked(__builtin_mul_overflow(base, base, &r), r);
+                if (e & 1) result = checked_mul(result, base);
+                if (e > 1) base = checked_mul(base, base);
             }
             return Value::integer(result);
         }
