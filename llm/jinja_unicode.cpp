@@ -1,6 +1,5 @@
-// UTF-8 iteration and the Unicode properties behind Python's str methods. Case mapping comes from
-// glibc's built-in C.UTF-8 locale, whose simple mappings equal Python's; Python's few one-to-many
-// upper-case mappings (ß -> SS, ...) are not reproduced.
+// UTF-8 iteration and the Unicode properties behind Python's str methods. Simple case mappings come
+// from glibc's built-in C.UTF-8 locale (identical to Python's); the one-to-many ones from a table.
 #include "llm/jinja_unicode.h"
 
 #include <clocale>
@@ -94,7 +93,8 @@ template <class F>
 std::string map_code_points(std::string_view s, F f) {
     std::string out;
     out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) utf8_append(out, f(utf8_next(s, i)));
+    for (size_t i = 0; i < s.size();)
+        for (char32_t c : f(utf8_next(s, i))) utf8_append(out, c);
     return out;
 }
 
@@ -108,19 +108,67 @@ bool py_isalpha(char32_t cp) {
 
 bool py_isdigit(char32_t cp) { return cp >= '0' && cp <= '9'; }
 
+// Python's one-to-many upper-case mappings (Unicode 14 SpecialCasing.txt, unconditional ones, as
+// Python 3.11 applies them): the simple mappings of the C library cannot express these.
+struct SpecialUpper {
+    char32_t cp;
+    const char* upper;
+};
+const SpecialUpper SPECIAL_UPPER[] = {
+    {0xDF, "SS"}, {0x149, "\u02BCN"}, {0x1F0, "J\u030C"}, {0x390, "\u0399\u0308\u0301"},
+    {0x3B0, "\u03A5\u0308\u0301"}, {0x587, "\u0535\u0552"}, {0x1E96, "H\u0331"}, {0x1E97, "T\u0308"},
+    {0x1E98, "W\u030A"}, {0x1E99, "Y\u030A"}, {0x1E9A, "A\u02BE"}, {0x1F50, "\u03A5\u0313"},
+    {0x1F52, "\u03A5\u0313\u0300"}, {0x1F54, "\u03A5\u0313\u0301"}, {0x1F56, "\u03A5\u0313\u0342"},
+    {0x1F80, "\u1F08\u0399"}, {0x1F81, "\u1F09\u0399"}, {0x1F82, "\u1F0A\u0399"}, {0x1F83, "\u1F0B\u0399"},
+    {0x1F84, "\u1F0C\u0399"}, {0x1F85, "\u1F0D\u0399"}, {0x1F86, "\u1F0E\u0399"}, {0x1F87, "\u1F0F\u0399"},
+    {0x1F88, "\u1F08\u0399"}, {0x1F89, "\u1F09\u0399"}, {0x1F8A, "\u1F0A\u0399"}, {0x1F8B, "\u1F0B\u0399"},
+    {0x1F8C, "\u1F0C\u0399"}, {0x1F8D, "\u1F0D\u0399"}, {0x1F8E, "\u1F0E\u0399"}, {0x1F8F, "\u1F0F\u0399"},
+    {0x1F90, "\u1F28\u0399"}, {0x1F91, "\u1F29\u0399"}, {0x1F92, "\u1F2A\u0399"}, {0x1F93, "\u1F2B\u0399"},
+    {0x1F94, "\u1F2C\u0399"}, {0x1F95, "\u1F2D\u0399"}, {0x1F96, "\u1F2E\u0399"}, {0x1F97, "\u1F2F\u0399"},
+    {0x1F98, "\u1F28\u0399"}, {0x1F99, "\u1F29\u0399"}, {0x1F9A, "\u1F2A\u0399"}, {0x1F9B, "\u1F2B\u0399"},
+    {0x1F9C, "\u1F2C\u0399"}, {0x1F9D, "\u1F2D\u0399"}, {0x1F9E, "\u1F2E\u0399"}, {0x1F9F, "\u1F2F\u0399"},
+    {0x1FA0, "\u1F68\u0399"}, {0x1FA1, "\u1F69\u0399"}, {0x1FA2, "\u1F6A\u0399"}, {0x1FA3, "\u1F6B\u0399"},
+    {0x1FA4, "\u1F6C\u0399"}, {0x1FA5, "\u1F6D\u0399"}, {0x1FA6, "\u1F6E\u0399"}, {0x1FA7, "\u1F6F\u0399"},
+    {0x1FA8, "\u1F68\u0399"}, {0x1FA9, "\u1F69\u0399"}, {0x1FAA, "\u1F6A\u0399"}, {0x1FAB, "\u1F6B\u0399"},
+    {0x1FAC, "\u1F6C\u0399"}, {0x1FAD, "\u1F6D\u0399"}, {0x1FAE, "\u1F6E\u0399"}, {0x1FAF, "\u1F6F\u0399"},
+    {0x1FB2, "\u1FBA\u0399"}, {0x1FB3, "\u0391\u0399"}, {0x1FB4, "\u0386\u0399"}, {0x1FB6, "\u0391\u0342"},
+    {0x1FB7, "\u0391\u0342\u0399"}, {0x1FBC, "\u0391\u0399"}, {0x1FC2, "\u1FCA\u0399"},
+    {0x1FC3, "\u0397\u0399"}, {0x1FC4, "\u0389\u0399"}, {0x1FC6, "\u0397\u0342"},
+    {0x1FC7, "\u0397\u0342\u0399"}, {0x1FCC, "\u0397\u0399"}, {0x1FD2, "\u0399\u0308\u0300"},
+    {0x1FD3, "\u0399\u0308\u0301"}, {0x1FD6, "\u0399\u0342"}, {0x1FD7, "\u0399\u0308\u0342"},
+    {0x1FE2, "\u03A5\u0308\u0300"}, {0x1FE3, "\u03A5\u0308\u0301"}, {0x1FE4, "\u03A1\u0313"},
+    {0x1FE6, "\u03A5\u0342"}, {0x1FE7, "\u03A5\u0308\u0342"}, {0x1FF2, "\u1FFA\u0399"},
+    {0x1FF3, "\u03A9\u0399"}, {0x1FF4, "\u038F\u0399"}, {0x1FF6, "\u03A9\u0342"},
+    {0x1FF7, "\u03A9\u0342\u0399"}, {0x1FFC, "\u03A9\u0399"}, {0xFB00, "FF"}, {0xFB01, "FI"}, {0xFB02, "FL"},
+    {0xFB03, "FFI"}, {0xFB04, "FFL"}, {0xFB05, "ST"}, {0xFB06, "ST"}, {0xFB13, "\u0544\u0546"},
+    {0xFB14, "\u0544\u0535"}, {0xFB15, "\u0544\u053B"}, {0xFB16, "\u054E\u0546"}, {0xFB17, "\u0544\u053D"},
+};
+
 std::string py_upper(std::string_view s) {
     locale_t loc = utf8_locale();
-    return map_code_points(s, [&](char32_t c) -> char32_t {
-        if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
-        return loc ? static_cast<char32_t>(towupper_l(static_cast<wint_t>(c), loc)) : c;
-    });
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        char32_t c = utf8_next(s, i);
+        if (c < 0x80) {
+            out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+            continue;
+        }
+        const SpecialUpper* special = nullptr;
+        for (const SpecialUpper& x : SPECIAL_UPPER)
+            if (x.cp == c) special = &x;
+        if (special) out += special->upper;
+        else utf8_append(out, loc ? static_cast<char32_t>(towupper_l(static_cast<wint_t>(c), loc)) : c);
+    }
+    return out;
 }
 
 std::string py_lower(std::string_view s) {
     locale_t loc = utf8_locale();
-    return map_code_points(s, [&](char32_t c) -> char32_t {
-        if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
-        return loc ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), loc)) : c;
+    return map_code_points(s, [&](char32_t c) -> std::u32string {
+        if (c < 0x80) return {c >= 'A' && c <= 'Z' ? c + 32 : c};
+        if (c == 0x130) return U"i\u0307";  // the one one-to-many lower-case mapping: İ -> i + combining dot
+        return {loc ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), loc)) : c};
     });
 }
 
