@@ -8,7 +8,8 @@ namespace llm::jinja {
 
 namespace {
 
-constexpr int MAX_NESTING = 200;  // deeper expressions or blocks are refused before the stack is at risk
+// Deeper syntax trees are refused: rendering and freeing them recurse once per level.
+constexpr int MAX_NESTING = 500;
 
 class Parser {
 public:
@@ -39,6 +40,17 @@ private:
             if (++p.nesting_ > MAX_NESTING) p.fail_here("template nested too deeply");
         }
         ~Nest() { p.nesting_--; }
+    };
+    // A loop that wraps the node built so far (a + b + c ...) deepens the tree once per turn.
+    struct Chain {
+        Parser& p;
+        int n = 0;
+        explicit Chain(Parser& parser) : p(parser) {}
+        void add() {
+            n++;
+            if (++p.nesting_ > MAX_NESTING) p.fail_here("template nested too deeply");
+        }
+        ~Chain() { p.nesting_ -= n; }
     };
 
     const Token& cur() const { return tokens_[pos_]; }
@@ -354,7 +366,9 @@ private:
         if (!with_condexpr) return parse_or();
         int l = line();
         ExprPtr expr = parse_or();
+        Chain chain(*this);
         while (skip_name("if")) {
+            chain.add();
             auto node = std::make_unique<ConditionalExpr>(l);
             node->condition = parse_or();
             if (skip_name("else")) node->otherwise = parse_expression(true);
@@ -367,7 +381,9 @@ private:
 
     ExprPtr parse_or() {
         ExprPtr left = parse_and();
+        Chain chain(*this);
         while (is_name("or")) {
+            chain.add();
             int l = next().line;
             left = std::make_unique<BinaryExpr>(l, Op::OR, std::move(left), parse_and());
         }
@@ -375,7 +391,9 @@ private:
     }
     ExprPtr parse_and() {
         ExprPtr left = parse_not();
+        Chain chain(*this);
         while (is_name("and")) {
+            chain.add();
             int l = next().line;
             left = std::make_unique<BinaryExpr>(l, Op::AND, std::move(left), parse_not());
         }
@@ -425,7 +443,9 @@ private:
 
     ExprPtr parse_math1() {
         ExprPtr left = parse_concat();
+        Chain chain(*this);
         while (is_op("+") || is_op("-")) {
+            chain.add();
             const Token& t = next();
             Op op = t.text == "+" ? Op::ADD : Op::SUB;
             left = std::make_unique<BinaryExpr>(t.line, op, std::move(left), parse_concat());
@@ -443,7 +463,9 @@ private:
     }
     ExprPtr parse_math2() {
         ExprPtr left = parse_pow();
+        Chain chain(*this);
         while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+            chain.add();
             const Token& t = next();
             Op op = t.text == "*" ? Op::MUL : t.text == "/" ? Op::DIV : t.text == "//" ? Op::FLOORDIV : Op::MOD;
             left = std::make_unique<BinaryExpr>(t.line, op, std::move(left), parse_pow());
@@ -452,7 +474,9 @@ private:
     }
     ExprPtr parse_pow() {
         ExprPtr left = parse_unary(true);
+        Chain chain(*this);
         while (is_op("**")) {
+            chain.add();
             int l = next().line;
             left = std::make_unique<BinaryExpr>(l, Op::POW, std::move(left), parse_unary(true));
         }
@@ -527,7 +551,9 @@ private:
     }
 
     ExprPtr parse_postfix(ExprPtr node) {
+        Chain chain(*this);
         while (true) {
+            chain.add();
             if (is_op(".") || is_op("[")) node = parse_subscript(std::move(node));
             else if (is_op("(")) node = parse_call(std::move(node));
             else return node;
@@ -535,9 +561,11 @@ private:
     }
 
     ExprPtr parse_filter_expr(ExprPtr node) {
+        Chain chain(*this);
         while (true) {
+            chain.add();
             if (is_op("|")) {
-                while (skip_op("|")) node = parse_filter_call(std::move(node));
+                while (skip_op("|")) chain.add(), node = parse_filter_call(std::move(node));
             } else if (is_name("is")) {
                 node = parse_test(std::move(node));
             } else if (is_op("(")) {

@@ -3,6 +3,7 @@
 #include "llm/jinja_unicode.h"
 #include "llm/jinja_value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -53,11 +54,23 @@ Value Value::borrowed_string(const std::string& s) {
     v.bstr_ = &s;
     return v;
 }
+namespace {
+
+int checked_depth(int child_depth) {
+    if (child_depth + 1 > MAX_VALUE_DEPTH) fail(ErrorKind::VALUE, "value nested too deeply");
+    return child_depth + 1;
+}
+
+}  // namespace
+
 Value Value::list(std::vector<Value> items, bool tuple) {
     Value v;
     v.kind_ = Kind::LIST;
     v.flags_ = tuple ? TUPLE : 0;
     auto heap = std::make_shared<ListHeap>();
+    int deepest = 0;
+    for (const Value& item : items) deepest = std::max(deepest, item.depth());
+    heap->depth = checked_depth(deepest);
     heap->items = std::move(items);
     v.heap_ = std::move(heap);
     return v;
@@ -66,9 +79,19 @@ Value Value::dict(std::vector<std::pair<Value, Value>> items) {
     Value v;
     v.kind_ = Kind::DICT;
     auto heap = std::make_shared<DictHeap>();
+    int deepest = 0;
+    for (const auto& [k, x] : items) deepest = std::max({deepest, k.depth(), x.depth()});
+    heap->depth = checked_depth(deepest);
     heap->items = std::move(items);
     v.heap_ = std::move(heap);
     return v;
+}
+
+int Value::depth() const {
+    if (flags_ & BORROWED) return 0;
+    if (kind_ == Kind::LIST) return list_heap().depth;
+    if (kind_ == Kind::DICT) return dict_heap().depth;
+    return 0;
 }
 Value Value::object(std::shared_ptr<Object> obj) {
     Value v;
@@ -175,6 +198,25 @@ bool truthy(const Value& v) {
     return false;
 }
 
+namespace {
+
+// Recursion guard for values borrowed from deeply nested JSON.
+struct DepthGuard {
+    static int& level() {
+        thread_local int n = 0;
+        return n;
+    }
+    DepthGuard() {
+        if (++level() > MAX_VALUE_DEPTH) {
+            level()--;
+            fail(ErrorKind::VALUE, "value nested too deeply");
+        }
+    }
+    ~DepthGuard() { level()--; }
+};
+
+}  // namespace
+
 bool equal(const Value& a, const Value& b) {
     if (a.is_number() && b.is_number()) {
         if (a.kind() == Kind::FLOAT || b.kind() == Kind::FLOAT) return a.as_float() == b.as_float();
@@ -186,12 +228,14 @@ bool equal(const Value& a, const Value& b) {
     case Kind::NONE: return true;
     case Kind::STRING: return a.str() == b.str();
     case Kind::LIST: {
+        DepthGuard guard;
         if (a.is_tuple() != b.is_tuple() || a.list_size() != b.list_size()) return false;
         for (size_t i = 0; i < a.list_size(); i++)
             if (!equal(a.list_at(i), b.list_at(i))) return false;
         return true;
     }
     case Kind::DICT: {
+        DepthGuard guard;
         if (a.dict_size() != b.dict_size()) return false;
         bool same = true;
         a.dict_for_each([&](const Value& k, const Value& v) {
@@ -214,6 +258,7 @@ bool less(const Value& a, const Value& b, const char* op) {
     }
     if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 byte order = code point order
     if (a.kind() == Kind::LIST && b.kind() == Kind::LIST && a.is_tuple() == b.is_tuple()) {
+        DepthGuard guard;
         size_t n = std::min(a.list_size(), b.list_size());
         for (size_t i = 0; i < n; i++) {
             Value x = a.list_at(i), y = b.list_at(i);
@@ -341,6 +386,7 @@ void append_repr(std::string& out, const Value& v) {
         if (v.is_safe()) out += ")";
         return;
     case Kind::LIST: {
+        DepthGuard guard;
         out += v.is_tuple() ? '(' : '[';
         for (size_t i = 0; i < v.list_size(); i++) {
             if (i) out += ", ";
@@ -351,6 +397,7 @@ void append_repr(std::string& out, const Value& v) {
         return;
     }
     case Kind::DICT: {
+        DepthGuard guard;
         out += '{';
         bool first = true;
         v.dict_for_each([&](const Value& k, const Value& val) {

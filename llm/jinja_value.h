@@ -40,11 +40,16 @@ struct StrHeap : Heap {
     std::string s;
     explicit StrHeap(std::string v) : s(std::move(v)) {}
 };
+// Containers the template builds are at most MAX_VALUE_DEPTH deep, so that freeing, printing and
+// comparing them (all recursive) cannot exhaust the stack; deeper JSON input is refused when used.
+constexpr int MAX_VALUE_DEPTH = 512;
 struct ListHeap : Heap {
     std::vector<Value> items;
+    int depth = 1;
 };
 struct DictHeap : Heap {
     std::vector<std::pair<Value, Value>> items;  // insertion order, unique keys
+    int depth = 1;
 };
 // Why a value is undefined; used when it is used in a way Undefined forbids.
 struct UndefinedHeap : Heap {
@@ -95,6 +100,7 @@ public:
     const UndefinedHeap* undefined_info() const;
     // Identity of the underlying data (Python's `is` for containers and objects).
     const void* identity() const;
+    int depth() const;  // nesting of a container the template built; 0 for everything else
 
 private:
     enum : uint8_t { TUPLE = 1, SAFE = 2, BORROWED = 4 };
