@@ -31,11 +31,15 @@ std::string read_file(const std::string& path) {
 
 // The golden case (template, scenario) of ../shared/golden/templates/cases.jsonl.
 Json golden_case(const std::string& template_name, const std::string& scenario) {
-    std::ifstream f(test_data::shared("golden/templates/cases.jsonl"));
-    for (std::string line; std::getline(f, line);) {
-        Json c = Json::parse(line);
+    static const std::vector<Json> cases = [] {
+        std::vector<Json> all;
+        std::ifstream f(test_data::shared("golden/templates/cases.jsonl"));
+        for (std::string line; std::getline(f, line);)
+            if (!line.empty()) all.push_back(Json::parse(line));
+        return all;
+    }();
+    for (const Json& c : cases)
         if (c["template"] == template_name && c["scenario"] == scenario) return c;
-    }
     FAIL("no golden case " << template_name << " / " << scenario);
     return {};
 }
