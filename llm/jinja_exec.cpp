@@ -317,12 +317,19 @@ Value Renderer::apply_filters(const std::vector<std::unique_ptr<FilterExpr>>& fi
     return v;
 }
 
+// The scope of the next loop iteration: the previous one emptied, unless something still holds it.
+static void fresh_iteration_scope(std::shared_ptr<Scope>& scope, const std::shared_ptr<Scope>& outer) {
+    if (scope && scope.use_count() == 1) scope->vars.clear();
+    else scope = child_of(outer);
+}
+
 void Renderer::run_loop(const ForStmt& s, std::vector<Value> items, int depth) {
-    std::shared_ptr<Scope> outer = scope_;
+    std::shared_ptr<Scope> outer = scope_, scope;
     if (s.filter) {  // `for x in xs if cond`: loop.* counts only the items kept
         std::vector<Value> kept;
         for (Value& item : items) {
-            ScopeSwap swap(*this, child_of(outer));
+            fresh_iteration_scope(scope, outer);
+            ScopeSwap swap(*this, scope);
             assign(s.target, item);
             if (truthy(eval(*s.filter))) kept.push_back(std::move(item));
         }
@@ -340,7 +347,8 @@ void Renderer::run_loop(const ForStmt& s, std::vector<Value> items, int depth) {
     Value loop_value = Value::object(loop);
     for (size_t i = 0; i < loop->items.size(); i++) {
         loop->index = i;
-        ScopeSwap swap(*this, child_of(outer));
+        fresh_iteration_scope(scope, outer);
+        ScopeSwap swap(*this, scope);
         assign(s.target, loop->items[i]);
         scope_->vars.emplace_back(program_.slot_loop, loop_value);
         if (exec(s.body) == Flow::BREAK) break;

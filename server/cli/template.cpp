@@ -1,14 +1,18 @@
-// tinyllm template (--model M | --template FILE.jinja) --context FILE.json [--now DATE]: renders a chat
-// template exactly as generation would see it and prints the prompt unchanged (no newline added).
+// tinyllm template (--model M | --template FILE.jinja) --context FILE.json [--now DATE] [--bench N]:
+// renders a chat template exactly as generation would see it and prints the prompt unchanged (no
+// newline added); --bench also times N renders.
 #include "gguf/gguf.h"
 #include "llm/chat_template.h"
 #include "server/cli/cli.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
+#include <time.h>
 
 namespace cli {
 
@@ -23,7 +27,8 @@ const char* const USAGE =
     "  --template FILE   a Jinja template file\n"
     "  --context FILE    a JSON object: messages, tools, add_generation_prompt, bos_token, eos_token,\n"
     "                    extra variables (enable_thinking, ...); '-' reads standard input\n"
-    "  --now DATE        pin strftime_now's clock: YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS (local time)\n";
+    "  --now DATE        pin strftime_now's clock: YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS (local time)\n"
+    "  --bench N         render N more times and report the median time on stderr\n";
 
 std::string read_all(const std::string& path) {
     if (path == "-") {
@@ -77,6 +82,33 @@ std::string model_template(const std::string& path, nlohmann::ordered_json& cont
     return llm::ChatTemplate::fallback_source(f->get_or<std::string>("tokenizer.ggml.pre", ""), f->architecture());
 }
 
+// Times `n` renders; the per-message figure is what a long conversation costs. CPU time of this
+// thread is reported besides wall time: on a shared machine it is the stable figure.
+void report_bench(const llm::ChatTemplate& tmpl, const nlohmann::ordered_json& context, int n) {
+    auto cpu_us = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+    };
+    std::vector<double> wall, cpu;
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        auto t0 = std::chrono::steady_clock::now();
+        double c0 = cpu_us();
+        bytes = tmpl.render(context).size();
+        cpu.push_back(cpu_us() - c0);
+        wall.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    size_t n_messages = context.contains("messages") && context["messages"].is_array() ? context["messages"].size() : 0;
+    double per_message = n_messages ? cpu[cpu.size() / 2] / static_cast<double>(n_messages) : 0.0;
+    std::fprintf(stderr,
+                 "bench: %d renders of %zu messages (%zu bytes): median CPU %.1f us (%.2f us per message), "
+                 "median wall %.1f us\n",
+                 n, n_messages, bytes, cpu[cpu.size() / 2], per_message, wall[wall.size() / 2]);
+}
+
 }  // namespace
 
 int cmd_template(const std::vector<std::string>& argv) {
@@ -90,6 +122,8 @@ int cmd_template(const std::vector<std::string>& argv) {
     bool has_template = args.value("--template", template_path);
     bool has_context = args.value("--context", context_path);
     bool has_now = args.value("--now", now);
+    std::string bench;
+    int n_bench = args.value("--bench", bench) ? std::stoi(bench) : 0;
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
     if (has_model == has_template) args.usage_error("give exactly one of --model and --template");
     if (!has_context) args.usage_error("--context is required");
@@ -110,6 +144,7 @@ int cmd_template(const std::vector<std::string>& argv) {
     }
     std::string prompt = tmpl.render(context);
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    if (n_bench > 0) report_bench(tmpl, context, n_bench);
     return 0;
 }
 
