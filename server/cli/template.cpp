@@ -1,4 +1,4 @@
-// tinyllm template (--model M | --template FILE.jinja) --context FILE.json [--now DATE] [--bench N]:
+// tinyllm template [--model M | --template FILE.jinja] --context FILE.json [--now DATE] [--bench N]:
 // renders a chat template exactly as generation would see it and prints the prompt unchanged (no
 // newline added); --bench also times N renders.
 #include "gguf/gguf.h"
@@ -19,10 +19,11 @@ namespace cli {
 namespace {
 
 const char* const USAGE =
-    "usage: tinyllm template (--model MODEL.gguf | --template FILE.jinja) --context FILE.json [--now DATE]\n"
+    "usage: tinyllm template [--model MODEL.gguf | --template FILE.jinja] --context FILE.json [--now DATE] [--bench N]\n"
     "\n"
     "Renders a chat template and prints the prompt exactly (no newline added).\n"
     "  --model M         the model's tokenizer.chat_template (or its preset's fallback template);\n"
+    "                    the built-in model when neither --model nor --template is given;\n"
     "                    bos_token/eos_token default to the model's tokens when the context lacks them\n"
     "  --template FILE   a Jinja template file\n"
     "  --context FILE    a JSON object: messages, tools, add_generation_prompt, bos_token, eos_token,\n"
@@ -125,7 +126,11 @@ int cmd_template(const std::vector<std::string>& argv) {
     std::string bench;
     int n_bench = args.value("--bench", bench) ? std::stoi(bench) : 0;
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
-    if (has_model == has_template) args.usage_error("give exactly one of --model and --template");
+    if (has_model && has_template) args.usage_error("give one of --model and --template, not both");
+    if (!has_model && !has_template) {  // like every command: the built-in model by default
+        model = builtin_model_path();
+        has_model = true;
+    }
     if (!has_context) args.usage_error("--context is required");
 
     std::string context_text = read_all(context_path);
