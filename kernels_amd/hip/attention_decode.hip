@@ -68,7 +68,7 @@ inline void attn_decode_partial(const AttnDecodeArgs& a) {
             }
         }
         barrier();
-        for (uint32_t idx = thread_id(); idx < n_pass * D; idx += ATTN_WAVES * WAVE) {
+        for (uint32_t idx = thread_id(); idx < n_pass * D; idx += block_dim_x()) {  // block size from the dispatch packet
             uint32_t h = idx / D, d = idx % D;
             float max = -inf;  // finite: wave 0 of a live chunk has at least one key
             for (uint32_t w = 0; w < ATTN_WAVES; w++) max = __builtin_fmaxf(max, stat_lds[(w * HEADS_PER_PASS + h) * 2]);
