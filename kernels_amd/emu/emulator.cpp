@@ -171,7 +171,6 @@ void run_workgroup(Dispatch& d) {
         l.local[2] = static_cast<uint32_t>(i / (d.block.x * d.block.y));
         fiber_init(l.fiber, t_stacks.stack(i), FiberStacks::STACK_BYTES, lane_entry, &l);
     }
-    std::memset(d.lds, 0xff, d.lds_used);  // LDS starts undefined: stale data reads as NaN, not as zeros
     d.lds_allocs.clear();
     d.lds_used = 0;
     for (;;) {
@@ -265,7 +264,7 @@ void* lds_alloc(size_t bytes, size_t align) {
     }
     d.lds_allocs.emplace_back(static_cast<uint32_t>(offset), static_cast<uint32_t>(bytes));
     d.lds_used = static_cast<uint32_t>(offset + bytes);
-    std::memset(d.lds + offset, 0xff, bytes);
+    std::memset(d.lds + offset, 0xff, bytes);  // LDS starts undefined: stale data reads as NaN, not as zeros
     return d.lds + offset;
 }
 

@@ -17,10 +17,11 @@
 #endif
 #endif
 #if defined(TINYLLM_FIBER_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-#if defined(__x86_64__)
+#if defined(TINYLLM_FIBER_ASM)
 // tinyllm_fiber_switch(void** save_sp, void* load_sp): pushes the System V callee-saved registers and the
 // SSE/x87 control words, stores rsp, loads the other stack and pops its registers. A new fiber's stack is
 // prepared so that the final `ret` lands in tinyllm_fiber_start with entry in r12 and its argument in r13.
@@ -68,11 +69,22 @@ extern "C" void tinyllm_fiber_start();
 
 namespace tinyllm::amd::emu {
 
+#if !defined(TINYLLM_FIBER_ASM)
+static void ucontext_start(unsigned lo, unsigned hi) {
+    auto* fiber = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
+    fiber->entry(fiber->arg);
+}
+#endif
+
 void fiber_init(Fiber& fiber, void* stack, size_t size, void (*entry)(void*), void* arg) {
     fiber.stack_bottom = stack;
     fiber.stack_size = size;
     fiber.asan_fake_stack = nullptr;
-#if defined(__x86_64__)
+#if defined(TINYLLM_FIBER_ASAN)
+    // A reused stack still carries the redzones of frames that never returned (finished or abandoned lanes).
+    ASAN_UNPOISON_MEMORY_REGION(stack, size);
+#endif
+#if defined(TINYLLM_FIBER_ASM)
     auto top = reinterpret_cast<uintptr_t>(static_cast<uint8_t*>(stack) + size) & ~uintptr_t{15};
     // From the saved sp upwards: control words, r15, r14, r13, r12, rbx, rbp, return address. After the
     // `ret`, rsp = sp + 64 must be 16-byte aligned, as at a call site.
@@ -90,14 +102,12 @@ void fiber_init(Fiber& fiber, void* stack, size_t size, void (*entry)(void*), vo
     fiber.context.uc_stack.ss_sp = stack;
     fiber.context.uc_stack.ss_size = size;
     fiber.context.uc_link = nullptr;
-    // makecontext passes int arguments: split the pointer in two halves.
-    auto bits = reinterpret_cast<uintptr_t>(arg);
-    static thread_local void (*t_entry)(void*);
-    t_entry = entry;
-    makecontext(&fiber.context, reinterpret_cast<void (*)()>(+[](unsigned lo, unsigned hi) {
-                    t_entry(reinterpret_cast<void*>((static_cast<uintptr_t>(hi) << 32) | lo));
-                }),
-                2, static_cast<unsigned>(bits), static_cast<unsigned>(bits >> 32));
+    fiber.entry = entry;
+    fiber.arg = arg;
+    // makecontext passes int arguments: the Fiber's address in two halves.
+    auto bits = reinterpret_cast<uintptr_t>(&fiber);
+    makecontext(&fiber.context, reinterpret_cast<void (*)()>(&ucontext_start), 2, static_cast<unsigned>(bits),
+                static_cast<unsigned>(bits >> 32));
 #endif
 }
 
@@ -107,7 +117,7 @@ void fiber_switch(Fiber& from, Fiber& to, bool from_finished) {
 #else
     (void)from_finished;
 #endif
-#if defined(__x86_64__)
+#if defined(TINYLLM_FIBER_ASM)
     tinyllm_fiber_switch(&from.sp, to.sp);
 #else
     swapcontext(&from.context, &to.context);

@@ -7,17 +7,22 @@
 #include <cstdint>
 #include <memory>
 
-#if !defined(__x86_64__)
+// The hand-written switch is x86-64 only; -DTINYLLM_FIBER_UCONTEXT selects the portable path anywhere.
+#if defined(__x86_64__) && !defined(TINYLLM_FIBER_UCONTEXT)
+#define TINYLLM_FIBER_ASM 1
+#else
 #include <ucontext.h>
 #endif
 
 namespace tinyllm::amd::emu {
 
 struct Fiber {
-#if defined(__x86_64__)
+#if defined(TINYLLM_FIBER_ASM)
     void* sp = nullptr;  // saved stack pointer; the callee-saved registers sit on that stack
 #else
     ucontext_t context{};
+    void (*entry)(void*) = nullptr;  // what the ucontext trampoline starts
+    void* arg = nullptr;
 #endif
     const void* stack_bottom = nullptr;  // lowest address of the stack (unknown for a thread's own stack)
     size_t stack_size = 0;

@@ -14,7 +14,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 using namespace amdtest;
@@ -93,19 +92,20 @@ std::optional<Descriptor> kernel_descriptor(std::span<const uint8_t> elf, std::s
     return std::nullopt;
 }
 
-// `.name: value` fields of one kernel's entry in the code-object metadata note.
+// `.name: value` fields of one kernel's entry in the code-object metadata note (llvm-readelf --notes).
 std::map<std::string, std::string> metadata(const std::string& notes, std::string_view kernel) {
     std::map<std::string, std::string> fields, current;
-    std::istringstream lines(notes);
-    std::string line;
-    std::regex field(R"(^\s*-?\s*(\.[a-z_]+):\s*(\S+)\s*$)");
     auto flush = [&] {
-        if (current.count(".name") && current[".name"] == kernel) fields = current;
+        if (current[".name"] == kernel) fields = current;
         current.clear();
     };
-    for (std::smatch m; std::getline(lines, line);) {
+    std::istringstream lines(notes);
+    for (std::string line; std::getline(lines, line);) {
         if (line.rfind("  - .", 0) == 0) flush();  // a new kernel record
-        if (std::regex_match(line, m, field)) current[m[1]] = m[2];
+        size_t key = line.find_first_not_of(" -"), colon = line.find(':');
+        if (key == std::string::npos || line[key] != '.' || colon == std::string::npos) continue;
+        size_t value = line.find_first_not_of(' ', colon + 1);
+        if (value != std::string::npos) current[line.substr(key, colon - key)] = line.substr(value);
     }
     flush();
     return fields;
