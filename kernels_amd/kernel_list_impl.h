@@ -18,6 +18,9 @@
     X(gemm_iq4_xs, GemmArgs)                   \
     X(gemm_q8_0, GemmArgs)                     \
     X(gemm_q4_0, GemmArgs)                     \
+    X(attn_decode_partial_d8, AttnDecodeArgs)   \
+    X(attn_decode_partial_d16, AttnDecodeArgs)  \
+    X(attn_decode_partial_d32, AttnDecodeArgs)  \
     X(attn_decode_partial_d64, AttnDecodeArgs)  \
     X(attn_decode_partial_d128, AttnDecodeArgs) \
     X(attn_decode_partial_d256, AttnDecodeArgs) \

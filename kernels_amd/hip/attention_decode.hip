@@ -25,7 +25,9 @@ inline void load_f16(const uint16_t* p, float* out) {
 
 template <uint32_t D>
 inline void attn_decode_partial(const AttnDecodeArgs& a) {
-    constexpr uint32_t DPL = D / WAVE;  // contiguous dims per lane
+    // Each lane holds DPL contiguous dims; a head smaller than the wave leaves lanes D.. idle: they read
+    // a valid dim with a zero query (adding nothing to the score) and store nothing.
+    constexpr uint32_t DPL = D >= WAVE ? D / WAVE : 1, LANES = D >= WAVE ? WAVE : D;
     AMD_LDS(_Float16, acc_lds, ATTN_WAVES * HEADS_PER_PASS * D);  // (wave, head, D)
     AMD_LDS(float, stat_lds, ATTN_WAVES * HEADS_PER_PASS * 2);     // (wave, head, {max, sum})
     const float inf = __builtin_inff();
@@ -33,15 +35,17 @@ inline void attn_decode_partial(const AttnDecodeArgs& a) {
     uint32_t group = a.n_heads / a.n_kv_heads;
     uint32_t key0 = chunk * ATTN_CHUNK + wave * KEYS_PER_WAVE;
     uint32_t n_keys = key0 < a.kv_len ? min_u32(a.kv_len - key0, KEYS_PER_WAVE) : 0;  // uniform in the wave
-    uint64_t kv_offset = static_cast<uint64_t>(kv_head) * a.kv_head_stride + static_cast<uint64_t>(key0) * a.pos_stride + lane * DPL;
+    bool lane_used = lane < LANES;
+    uint32_t dim0 = min_u32(lane, LANES - 1) * DPL;
+    uint64_t kv_offset = static_cast<uint64_t>(kv_head) * a.kv_head_stride + static_cast<uint64_t>(key0) * a.pos_stride + dim0;
     float q_scale = a.scale * LOG2E;
 
     for (uint32_t head0 = 0; head0 < group; head0 += HEADS_PER_PASS) {
         uint32_t n_pass = min_u32(group - head0, HEADS_PER_PASS);
         for (uint32_t h = 0; h < n_pass; h++) {
-            const float* q = a.q + static_cast<uint64_t>(kv_head * group + head0 + h) * D + lane * DPL;
+            const float* q = a.q + static_cast<uint64_t>(kv_head * group + head0 + h) * D + dim0;
             float qf[DPL];
-            for (uint32_t i = 0; i < DPL; i++) qf[i] = q[i] * q_scale;
+            for (uint32_t i = 0; i < DPL; i++) qf[i] = lane_used ? q[i] * q_scale : 0.0f;
             float score[KEYS_PER_WAVE], max = -inf;
             for (uint32_t j = 0; j < KEYS_PER_WAVE; j++) {
                 score[j] = -inf;
@@ -61,7 +65,8 @@ inline void attn_decode_partial(const AttnDecodeArgs& a) {
                 sum += p;
             }
             uint32_t slot = wave * HEADS_PER_PASS + h;
-            for (uint32_t i = 0; i < DPL; i++) acc_lds[slot * D + lane * DPL + i] = static_cast<_Float16>(acc[i]);
+            if (lane_used)
+                for (uint32_t i = 0; i < DPL; i++) acc_lds[slot * D + dim0 + i] = static_cast<_Float16>(acc[i]);
             if (lane == 0) {
                 stat_lds[slot * 2] = max;  // -inf for a wave past kv_len: its weight below is 2^-inf = 0
                 stat_lds[slot * 2 + 1] = sum;
@@ -90,6 +95,9 @@ inline void attn_decode_partial(const AttnDecodeArgs& a) {
     }
 }
 
+AMD_KERNEL(attn_decode_partial_d8, AttnDecodeArgs, ATTN_WAVES) { attn_decode_partial<8>(args); }
+AMD_KERNEL(attn_decode_partial_d16, AttnDecodeArgs, ATTN_WAVES) { attn_decode_partial<16>(args); }
+AMD_KERNEL(attn_decode_partial_d32, AttnDecodeArgs, ATTN_WAVES) { attn_decode_partial<32>(args); }
 AMD_KERNEL(attn_decode_partial_d64, AttnDecodeArgs, ATTN_WAVES) { attn_decode_partial<64>(args); }
 AMD_KERNEL(attn_decode_partial_d128, AttnDecodeArgs, ATTN_WAVES) { attn_decode_partial<128>(args); }
 AMD_KERNEL(attn_decode_partial_d256, AttnDecodeArgs, ATTN_WAVES) { attn_decode_partial<256>(args); }

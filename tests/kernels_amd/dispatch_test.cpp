@@ -37,7 +37,7 @@ TEST_CASE("every kernel has an emulated twin and a code object on every target")
             if (have_code_objects()) CHECK(code_object(k.name, t).size() > 64);
         }
     }
-    CHECK(kernels().size() == 19);
+    CHECK(kernels().size() == 22);
 }
 
 TEST_CASE("kernels are found by GGUF weight type and head size") {
@@ -47,6 +47,7 @@ TEST_CASE("kernels are found by GGUF weight type and head size") {
     CHECK_FALSE(gemv_kernel_for("q2_K"));
     CHECK(gemm_kernel_for("q6_K") == "gemm_q6_k");
     CHECK(attention_partial_kernel_for(128) == "attn_decode_partial_d128");
+    CHECK(attention_partial_kernel_for(8) == "attn_decode_partial_d8");
     CHECK_FALSE(attention_partial_kernel_for(96));
     CHECK(target_from_name("gfx942") == Target::GFX942);
     CHECK_FALSE(target_from_name("gfx950"));

@@ -131,6 +131,8 @@ TEST_CASE("quantized gemms (dequantized to fp16 on load) match a naive reference
 
 TEST_CASE("flash-attention decode (partial + combine) matches softmax attention, GQA and chunk edges") {
     const AttentionCase cases[] = {
+        {8, 8, 4, 70},      // stories260K's shape: a head much smaller than the wave
+        {32, 2, 1, 65},     // a head of exactly one wave32, half a wave64
         {64, 4, 4, 1},      // one key: a single live wave in a single chunk
         {128, 8, 2, 200},   // GQA 4, a partial last chunk
         {128, 12, 1, 64},   // GQA 12: two passes of the heads over the LDS
