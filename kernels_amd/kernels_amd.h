@@ -62,6 +62,10 @@ std::vector<BufferUse> buffers(std::string_view kernel, std::span<const uint8_t>
 
 // The ELF code object (for `target`) that defines `kernel` (symbol `kernel`, descriptor `kernel.kd`).
 // Throws KernelError if the library was built without TINYLLM_AMD (no clang-19).
+// Dispatching one on a GPU: the kernarg segment is exactly the Args struct (no hidden arguments; the
+// descriptor's kernarg size is sizeof(Args)); the AQL packet's workgroup and grid sizes must be
+// launch_dims() (work-group size is pinned in the descriptor); LDS and scratch sizes come from the
+// descriptor (scratch is always 0); kernels read the dispatch packet through the dispatch-ptr SGPR.
 std::span<const uint8_t> code_object(std::string_view kernel, Target target);
 bool have_code_objects();
 

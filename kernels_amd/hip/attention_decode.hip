@@ -58,7 +58,8 @@ inline void attn_decode_partial(const AttnDecodeArgs& a) {
                 }
             }
             float sum = 0.0f, acc[DPL] = {};
-            for (uint32_t j = 0; j < n_keys; j++) {
+            for (uint32_t j = 0; j < KEYS_PER_WAVE; j++) {  // a fixed trip count keeps score[] in registers
+                if (j >= n_keys) break;
                 float p = __builtin_exp2f(score[j] - max), vf[DPL];
                 load_f16<DPL>(a.v + kv_offset + static_cast<uint64_t>(j) * a.pos_stride, vf);
                 for (uint32_t i = 0; i < DPL; i++) acc[i] = __builtin_fmaf(p, vf[i], acc[i]);
