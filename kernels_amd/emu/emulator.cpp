@@ -217,7 +217,6 @@ void run_workgroup(Dispatch& d) {
 uint32_t workitem_id(int dim) { return t_lane->local[dim]; }
 uint32_t workgroup_id(int dim) { return t_dispatch->group[dim]; }
 uint32_t workgroup_size(int dim) { return dim == 0 ? t_dispatch->block.x : dim == 1 ? t_dispatch->block.y : t_dispatch->block.z; }
-uint32_t grid_size(int dim) { return dim == 0 ? t_dispatch->grid.x : dim == 1 ? t_dispatch->grid.y : t_dispatch->grid.z; }
 
 void barrier(uint32_t) {
     t_lane->state = LaneState::AT_BARRIER;

@@ -17,7 +17,6 @@ namespace tinyllm::amd::emu {
 uint32_t workitem_id(int dim);
 uint32_t workgroup_id(int dim);
 uint32_t workgroup_size(int dim);
-uint32_t grid_size(int dim);  // in work-items, as in the dispatch packet
 void barrier(uint32_t site);
 int32_t ds_swizzle(int32_t value, uint32_t pattern, uint32_t site);
 int32_t ds_bpermute(int32_t byte_address, int32_t value, uint32_t site);

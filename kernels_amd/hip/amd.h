@@ -62,11 +62,8 @@ typedef float mma_acc_t __attribute__((vector_size(4 * MMA_ACC_PER_LANE)));
 inline uint32_t thread_id() { return __builtin_amdgcn_workitem_id_x(); }
 inline uint32_t group_id_x() { return __builtin_amdgcn_workgroup_id_x(); }
 inline uint32_t group_id_y() { return __builtin_amdgcn_workgroup_id_y(); }
-// From the AQL dispatch packet: workgroup_size_x (u16 at byte 4), grid_size_x (u32 at byte 12).
+// From the AQL dispatch packet: workgroup_size_x is the u16 at byte 4.
 inline uint32_t block_dim_x() { return static_cast<const uint16_t*>(__builtin_amdgcn_dispatch_ptr())[2]; }
-inline uint32_t grid_groups_x() {
-    return static_cast<const uint32_t*>(__builtin_amdgcn_dispatch_ptr())[3] / block_dim_x();
-}
 inline void barrier() {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
     __builtin_amdgcn_s_barrier();
@@ -109,7 +106,6 @@ inline uint32_t thread_id() { return emu_::workitem_id(0); }
 inline uint32_t group_id_x() { return emu_::workgroup_id(0); }
 inline uint32_t group_id_y() { return emu_::workgroup_id(1); }
 inline uint32_t block_dim_x() { return emu_::workgroup_size(0); }
-inline uint32_t grid_groups_x() { return emu_::grid_size(0) / emu_::workgroup_size(0); }
 inline void barrier(uint32_t site = __builtin_LINE()) { emu_::barrier(site); }
 inline uint32_t load_nt(const uint32_t* p) { return *p; }
 inline u32x4 load4_nt(const uint32_t* p) { return *reinterpret_cast<const u32x4*>(p); }
