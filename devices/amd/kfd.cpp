@@ -1,0 +1,146 @@
+// The process's KFD context on one GPU: opening /dev/kfd and the render node, acquiring the GPU VM, and
+// GPU memory (reserve a CPU address range, allocate at that GPU address, mmap through the render node,
+// map to the GPU) — the order tinygrad's KFDIface uses.
+#include "devices/amd/kfd_impl.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace amd {
+
+CwsrSizes cwsr_sizes(const GpuInfo& gpu) {
+    // Per-CU work-group state the firmware saves on preemption (kfd_queue.c).
+    uint32_t major = gpu.gfx_target_version / 10000, minor = gpu.gfx_target_version / 100 % 100;
+    uint32_t v = gpu.gfx_target_version;
+    uint64_t vgpr = (v == 110000 || v == 110001 || v == 110501 || v == 120000 || v == 120001) ? 0x60000
+                    : major == 9                                                              ? 0x80000
+                                                                                              : 0x40000;
+    uint64_t sgpr = 0x4000, hwreg = 0x1000;
+    uint64_t lds = (major == 9 && minor == 5) ? uint64_t(gpu.lds_size_kb) << 10 : 0x10000;
+    uint32_t xccs = gpu.num_xcc ? gpu.num_xcc : 1;
+    uint64_t cus = gpu.cu_count() / xccs;
+    uint64_t waves = cus * gpu.max_waves_per_simd * gpu.simd_per_cu;
+    CwsrSizes s;
+    s.ctl_stack = static_cast<uint32_t>(round_up((major == 9 ? 8 : 12) * waves + 8 + 40, PAGE));
+    uint64_t wg_data = round_up((vgpr + sgpr + lds + hwreg) * cus, PAGE);
+    s.save_area = static_cast<uint32_t>(wg_data + s.ctl_stack);
+    uint64_t debug_memory = round_up(waves * 32, 64);
+    s.buffer = round_up((s.save_area + debug_memory) * xccs, PAGE);
+    return s;
+}
+
+Kfd::Kfd(KfdIO& io_, const GpuInfo& gpu_, const std::string& name_) : io(io_), gpu(gpu_), name(name_) {
+    kfd_fd = io.open("/dev/kfd", O_RDWR | O_CLOEXEC);
+    if (kfd_fd < 0) throw NoDevice("[amd] " + name + ": cannot open /dev/kfd: " + std::strerror(errno));
+    std::string render = "/dev/dri/renderD" + std::to_string(gpu.drm_render_minor);
+    drm_fd = io.open(render, O_RDWR | O_CLOEXEC);
+    if (drm_fd < 0) {
+        int e = errno;
+        io.close(kfd_fd);
+        throw NoDevice("[amd] " + name + ": cannot open " + render + ": " + std::strerror(e) +
+                       (e == EACCES ? " (add your user to the 'render' group)" : ""));
+    }
+    try {
+        kfd_ioctl_get_version_args ver{};
+        call(AMDKFD_IOC_GET_VERSION, &ver, "GET_VERSION");
+        if (ver.major_version != 1)
+            throw Error("[amd] " + name + ": unsupported KFD interface version " + std::to_string(ver.major_version) + "." +
+                        std::to_string(ver.minor_version) + " (expected 1.x)");
+        kfd_ioctl_acquire_vm_args vm{};
+        vm.drm_fd = static_cast<uint32_t>(drm_fd);
+        vm.gpu_id = gpu.gpu_id;
+        call(AMDKFD_IOC_ACQUIRE_VM, &vm, "ACQUIRE_VM");
+    } catch (...) {
+        io.close(drm_fd);
+        io.close(kfd_fd);
+        throw;
+    }
+}
+
+Kfd::~Kfd() {
+    io.close(drm_fd);
+    io.close(kfd_fd);
+}
+
+void Kfd::call(unsigned long request, void* arg, const char* what) {
+    int r;
+    do r = io.ioctl(kfd_fd, request, arg);
+    while (r < 0 && (errno == EINTR || errno == EAGAIN));
+    if (r < 0) {
+        int e = errno;
+        throw KfdCallError("[amd] " + name + ": " + what + " failed: " + std::strerror(e), e);
+    }
+}
+
+Allocation Kfd::alloc(uint64_t bytes, MemKind kind, bool cpu_access) {
+    Allocation a;
+    a.size = round_up(bytes ? bytes : 1, PAGE);
+    uint32_t flags = KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE | KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE;
+    if (kind == MemKind::VRAM) {
+        flags |= KFD_IOC_ALLOC_MEM_FLAGS_VRAM;
+        if (cpu_access) flags |= KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+    } else {
+        flags |= KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED |
+                 KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+        cpu_access = true;
+    }
+    // The GPU address is the CPU address: reserve the range so nothing else in the process takes it.
+    void* reserved = io.mmap(nullptr, a.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserved == MAP_FAILED) throw Error("[amd] " + name + ": cannot reserve " + std::to_string(a.size) + " bytes of address space");
+    a.va = reinterpret_cast<uint64_t>(reserved);
+
+    kfd_ioctl_alloc_memory_of_gpu_args args{};
+    args.va_addr = a.va;
+    args.size = a.size;
+    args.gpu_id = gpu.gpu_id;
+    args.flags = flags;
+    try {
+        call(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &args, kind == MemKind::VRAM ? "ALLOC_MEMORY_OF_GPU (VRAM)" : "ALLOC_MEMORY_OF_GPU (GTT)");
+    } catch (const KfdCallError& e) {
+        io.munmap(reserved, a.size);
+        if (e.err == ENOMEM) throw KfdCallError("[amd] " + name + ": out of GPU memory allocating " + std::to_string(a.size) + " bytes", e.err);
+        throw;
+    }
+    a.handle = args.handle;
+
+    try {
+        if (cpu_access) {
+            void* p = io.mmap(reserved, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, drm_fd, static_cast<off_t>(args.mmap_offset));
+            if (p != reserved) throw Error("[amd] " + name + ": cannot map GPU memory for the CPU: " + std::strerror(errno));
+            a.cpu = static_cast<uint8_t*>(p);
+        }
+        uint32_t gpu_ids[1] = {gpu.gpu_id};
+        kfd_ioctl_map_memory_to_gpu_args map{};
+        map.handle = a.handle;
+        map.device_ids_array_ptr = reinterpret_cast<uint64_t>(gpu_ids);
+        map.n_devices = 1;
+        call(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &map, "MAP_MEMORY_TO_GPU");
+        if (map.n_success != 1) throw Error("[amd] " + name + ": MAP_MEMORY_TO_GPU mapped on no GPU");
+    } catch (...) {
+        io.munmap(reserved, a.size);
+        kfd_ioctl_free_memory_of_gpu_args fr{};
+        fr.handle = a.handle;
+        io.ioctl(kfd_fd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &fr);
+        throw;
+    }
+    return a;
+}
+
+void Kfd::free(const Allocation& a) {
+    if (!a.va) return;
+    uint32_t gpu_ids[1] = {gpu.gpu_id};
+    kfd_ioctl_unmap_memory_from_gpu_args unmap{};
+    unmap.handle = a.handle;
+    unmap.device_ids_array_ptr = reinterpret_cast<uint64_t>(gpu_ids);
+    unmap.n_devices = 1;
+    io.ioctl(kfd_fd, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &unmap);
+    io.munmap(reinterpret_cast<void*>(a.va), a.size);
+    kfd_ioctl_free_memory_of_gpu_args fr{};
+    fr.handle = a.handle;
+    io.ioctl(kfd_fd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &fr);
+}
+
+}  // namespace amd
