@@ -66,10 +66,7 @@ FakeKfd::FakeKfd(FakeKfdOptions options) : s_(std::make_unique<State>()) {
 
 FakeKfd::~FakeKfd() {
     // Give back the host memory behind whatever the backend leaked (tests check stats() for leaks).
-    for (auto& [va, a] : s_->allocs)
-        if (a.backed) ::munmap(reinterpret_cast<void*>(va), a.size);
-    for (auto& [va, size] : s_->reservations)
-        if (!s_->allocs.count(va)) ::munmap(reinterpret_cast<void*>(va), size);
+    for (auto& [va, size] : s_->reservations) ::munmap(reinterpret_cast<void*>(va), size + State::GUARD);
     for (auto& [addr, off] : s_->doorbell_pages) ::munmap(reinterpret_cast<void*>(addr), 0x2000);
 }
 
@@ -114,8 +111,11 @@ void* FakeKfd::mmap(void* addr, size_t length, int prot, int flags, int fd, off_
         return MAP_FAILED;
     };
     if (fd < 0) {  // anonymous: the backend reserving address space
-        void* p = ::mmap(addr, length, prot, flags, -1, 0);
-        if (p != MAP_FAILED) s.reservations[reinterpret_cast<uint64_t>(p)] = length;
+        if (addr || (flags & MAP_FIXED)) return bad(EINVAL);  // the backend never places reservations
+        void* p = ::mmap(nullptr, length + State::GUARD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) return p;
+        if (prot != PROT_NONE) ::mprotect(p, length, prot);
+        s.reservations[reinterpret_cast<uint64_t>(p)] = length;
         return p;
     }
     auto f = s.fds.find(fd);
@@ -140,14 +140,11 @@ void* FakeKfd::mmap(void* addr, size_t length, int prot, int flags, int fd, off_
 int FakeKfd::munmap(void* addr, size_t length) {
     State& s = *s_;
     uint64_t va = reinterpret_cast<uint64_t>(addr);
-    if (auto a = s.allocs.find(va); a != s.allocs.end() && a->second.size == length && a->second.backed) {
-        a->second.backed = false;  // the GPU loses its view too: the fake has no memory behind it now
-        s.reservations.erase(va);
-        return ::munmap(addr, length);
-    }
     if (auto r = s.reservations.find(va); r != s.reservations.end() && r->second == length) {
+        if (auto a = s.allocs.find(va); a != s.allocs.end())
+            a->second.backed = false;  // the GPU loses its view too: the fake has no memory behind it now
         s.reservations.erase(r);
-        return ::munmap(addr, length);
+        return ::munmap(addr, length + State::GUARD);
     }
     if (auto d = s.doorbell_pages.find(va); d != s.doorbell_pages.end() && length == 0x2000) {
         s.doorbell_pages.erase(d);

@@ -18,8 +18,11 @@ struct FakeKfd::State {
     std::map<int, std::string> fds;  // open fd -> path
     std::set<uint32_t> vms;          // gpu_ids whose VM this process acquired
 
-    // Address ranges the backend reserved or got through our mmap (we only ever remap those).
-    std::map<uint64_t, uint64_t> reservations;  // va -> size
+    // Address ranges the backend reserved through our mmap (we only ever remap those). Each is followed
+    // by an unmapped guard, so running off the end of a buffer always faults instead of landing in a
+    // neighbour (a real GPU faults only if the neighbour is unmapped).
+    static constexpr uint64_t GUARD = 64 << 10;
+    std::map<uint64_t, uint64_t> reservations;  // va -> size (the guard follows)
 
     struct Alloc {
         uint64_t va = 0, size = 0, handle = 0, mmap_offset = 0;
