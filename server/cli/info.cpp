@@ -1,4 +1,5 @@
 // tinyllm info [MODEL.gguf] [--json]: what a user wants to know before loading a model.
+#include "devices/present.h"
 #include "gguf/gguf.h"
 #include "server/cli/cli.h"
 
@@ -9,7 +10,11 @@ namespace cli {
 int cmd_info(const std::vector<std::string>& argv) {
     Args args(argv, "info");
     if (args.flag("--help") || args.flag("-h")) {
-        std::printf("usage: tinyllm info [MODEL.gguf]\n");
+        std::printf("usage: tinyllm info [MODEL.gguf]\n       tinyllm info --devices   (the compute devices this machine has)\n");
+        return 0;
+    }
+    if (args.flag("--devices")) {
+        for (const auto& d : devices::list_present()) std::printf("%-10s %s\n", d.name.c_str(), d.description.c_str());
         return 0;
     }
     auto pos = args.positionals();
