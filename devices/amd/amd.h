@@ -89,10 +89,13 @@ struct CodeObject {
 };
 CodeObject parse_code_object(std::span<const uint8_t> elf, const std::string& where);
 
-// A GPU allocation: its GPU virtual address is what kernels receive as a pointer.
+// A GPU allocation: its GPU virtual address is what kernels receive as a pointer. `host` is the CPU's
+// mapping of it (always present: buffers are host-visible VRAM or GTT); touching it while queued kernels
+// run is a race, which copy_in/copy_out avoid by synchronizing first.
 struct Buffer {
     uint64_t va = 0;
     size_t size = 0;
+    uint8_t* host = nullptr;
 };
 
 struct Kernel {

@@ -123,7 +123,7 @@ std::string AmdDevice::name() const { return impl_->name; }
 Buffer AmdDevice::alloc(size_t bytes) {
     Allocation a = impl_->alloc_visible(bytes);
     impl_->buffers[a.va] = a;
-    return Buffer{a.va, bytes};
+    return Buffer{a.va, bytes, a.cpu};
 }
 
 void AmdDevice::free(Buffer b) {
@@ -160,7 +160,7 @@ const Program& AmdDevice::load_program(std::span<const uint8_t> code_object, con
     }
     auto p = std::make_unique<Program>();
     p->name_ = name;
-    p->image_ = Buffer{a.va, co.image_size};
+    p->image_ = Buffer{a.va, co.image_size, a.cpu};
     for (auto& k : co.kernels) {
         uint64_t kernel_object = a.va + k.descriptor_offset;
         p->kernels_.push_back(Kernel{std::move(k), kernel_object});

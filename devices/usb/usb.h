@@ -109,9 +109,9 @@ std::vector<std::string> amd_firmware(const std::string& target);
 // Throws Error naming the first missing file (and a compressed copy if one is there instead).
 void check_amd_firmware(const std::string& target, const std::string& dir = "/lib/firmware/amdgpu");
 
-// Opens an AMD GPU behind bridge `index` up to the point where its firmware is needed: enumerates the
-// link, identifies the GPU and checks its firmware files. The firmware bring-up itself (PSP, SMU, GFX)
-// is not implemented: with everything present it says so.
+// Takes an AMD GPU behind the bridge up to the point where its firmware is needed: sets up the link,
+// identifies the GPU and checks that its firmware files are there (Error naming the first missing one).
+// The bring-up itself (PSP, SMU and GFX firmware loading, as tinygrad's am driver) is not implemented.
 PciFunction probe_amd_gpu(Asm24Bridge& bridge, const std::string& firmware_dir = "/lib/firmware/amdgpu");
 
 }  // namespace usb

@@ -222,3 +222,24 @@ TEST_CASE("amd topology: GPU nodes with their properties, CPU nodes skipped") {
     CHECK(gpus[1].gpu_id == 0x1234);
     CHECK(gpus[1].describe() == "gfx90a, 110 CUs, 64.0 GiB VRAM");
 }
+
+TEST_CASE("amd topology: a malformed properties file is a clear error") {
+    // Only the sysfs side matters here: a KfdIO that serves two topology files.
+    struct Sysfs : amd::KfdIO {
+        int open(const std::string&, int) override { return -1; }
+        int close(int) override { return 0; }
+        int ioctl(int, unsigned long, void*) override { return -1; }
+        void* mmap(void*, size_t, int, int, int, off_t) override { return nullptr; }
+        int munmap(void*, size_t) override { return 0; }
+        void write_doorbell(volatile uint64_t*, uint64_t) override {}
+        std::vector<std::string> list_dir(const std::string& p) override {
+            return p.ends_with("/nodes") ? std::vector<std::string>{"1", "not-a-node"} : std::vector<std::string>{};
+        }
+        std::optional<std::string> read_file(const std::string& p) override {
+            if (p.ends_with("/1/gpu_id")) return "4660\n";
+            if (p.ends_with("/1/properties")) return "simd_count 192\ngfx_target_version eleven\n";
+            return std::nullopt;
+        }
+    } sysfs;
+    CHECK_THROWS_WITH(amd::list_gpus(sysfs), Catch::Contains("nodes/1/properties: malformed line 'gfx_target_version eleven'"));
+}
