@@ -14,22 +14,24 @@ struct Fault {
     uint64_t va;
 };
 
+// GPU memory as one GPU sees it: allocations mapped on that GPU.
 class CheckedMemory final : public GpuMemory {
 public:
-    explicit CheckedMemory(const FakeKfd::State& s) : s_(s) {}
+    CheckedMemory(const FakeKfd::State& s, uint32_t gpu_id) : s_(s), gpu_id_(gpu_id) {}
     uint8_t* resolve(uint64_t va, size_t bytes) override {
-        if (s_.gpu_visible(va, bytes ? bytes : 1)) return reinterpret_cast<uint8_t*>(va);
+        if (s_.gpu_visible(va, bytes ? bytes : 1, gpu_id_)) return reinterpret_cast<uint8_t*>(va);
         // Report the first byte that is not mapped, as the MMU would.
         auto it = s_.allocs.upper_bound(va);
         if (it != s_.allocs.begin()) {
             const auto& a = std::prev(it)->second;
-            if (va - a.va < a.size && s_.gpu_visible(va, 1)) throw Fault{a.va + a.size};
+            if (va - a.va < a.size && s_.gpu_visible(va, 1, gpu_id_)) throw Fault{a.va + a.size};
         }
         throw Fault{va};
     }
 
 private:
     const FakeKfd::State& s_;
+    uint32_t gpu_id_;
 };
 
 std::string hex(uint64_t x) {
@@ -67,7 +69,7 @@ void hw_exception(FakeKfd::State& s, FakeKfd::State::Queue& q) {
 
 // Runs one kernel-dispatch packet; false if it faulted.
 bool run_dispatch(FakeKfd::State& s, FakeKfd::State::Queue& q, const hsa_kernel_dispatch_packet_t& p) {
-    CheckedMemory mem(s);
+    CheckedMemory mem(s, q.gpu_id);
     try {
         uint32_t dims = (p.setup >> HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3;
         if (dims < 1 || !p.workgroup_size_x || !p.workgroup_size_y || !p.workgroup_size_z || !p.grid_size_x || !p.grid_size_y ||
@@ -76,7 +78,7 @@ bool run_dispatch(FakeKfd::State& s, FakeKfd::State::Queue& q, const hsa_kernel_
             return false;
         }
         mem.resolve(p.kernel_object, sizeof(KernelDescriptor));
-        const auto* code = s.gpu_visible(p.kernel_object, sizeof(KernelDescriptor));
+        const auto* code = s.gpu_visible(p.kernel_object, sizeof(KernelDescriptor), q.gpu_id);
         auto cached = s.code_objects.find(code->va);
         if (cached == s.code_objects.end()) {
             try {
@@ -124,7 +126,7 @@ bool run_dispatch(FakeKfd::State& s, FakeKfd::State::Queue& q, const hsa_kernel_
 // The CP's end of a packet: decrement the completion signal and raise its event.
 bool complete(FakeKfd::State& s, FakeKfd::State::Queue& q, uint64_t signal_va) {
     if (!signal_va) return true;
-    CheckedMemory mem(s);
+    CheckedMemory mem(s, q.gpu_id);
     try {
         auto* sig = reinterpret_cast<amd_signal_t*>(mem.resolve(signal_va, sizeof(amd_signal_t)));
         __atomic_fetch_sub(&sig->value, 1, __ATOMIC_SEQ_CST);
@@ -146,7 +148,7 @@ bool complete(FakeKfd::State& s, FakeKfd::State::Queue& q, uint64_t signal_va) {
 void FakeKfd::State::process(Queue& q, uint64_t doorbell_value) {
     if (q.dead) return;
     uint64_t packets = q.ring_bytes / sizeof(hsa_kernel_dispatch_packet_t);
-    CheckedMemory mem(*this);
+    CheckedMemory mem(*this, q.gpu_id);
     uint64_t* read_index;
     try {
         read_index = reinterpret_cast<uint64_t*>(mem.resolve(q.rptr, 8));

@@ -27,12 +27,12 @@ const FakeGpuSpec* FakeKfd::State::gpu(uint32_t gpu_id) const {
     return nullptr;
 }
 
-const FakeKfd::State::Alloc* FakeKfd::State::gpu_visible(uint64_t va, uint64_t bytes) const {
+const FakeKfd::State::Alloc* FakeKfd::State::gpu_visible(uint64_t va, uint64_t bytes, uint32_t gpu_id) const {
     auto it = allocs.upper_bound(va);
     if (it == allocs.begin()) return nullptr;
     const Alloc& a = std::prev(it)->second;
     if (va - a.va >= a.size || bytes > a.size - (va - a.va)) return nullptr;
-    return a.gpu_mapped && a.backed ? &a : nullptr;
+    return a.mapped_on.count(gpu_id) && a.backed ? &a : nullptr;
 }
 
 void FakeKfd::State::setup_topology() {
@@ -177,8 +177,14 @@ int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
     switch (request) {
     case AMDKFD_IOC_GET_VERSION: {
         auto* a = static_cast<kfd_ioctl_get_version_args*>(arg);
-        a->major_version = KFD_IOCTL_MAJOR_VERSION;
-        a->minor_version = KFD_IOCTL_MINOR_VERSION;
+        a->major_version = 1;
+        a->minor_version = 14;  // a current kernel's interface
+        return 0;
+    }
+    case AMDKFD_IOC_RUNTIME_ENABLE: {
+        auto* a = static_cast<kfd_ioctl_runtime_enable_args*>(arg);
+        if (a->mode_mask || s.runtime_enabled) return fail(a->mode_mask ? EINVAL : EBUSY);
+        s.runtime_enabled = true;
         return 0;
     }
     case AMDKFD_IOC_ACQUIRE_VM: {
@@ -227,7 +233,7 @@ int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
         for (auto it = s.allocs.begin(); it != s.allocs.end(); ++it) {
             State::Alloc& al = it->second;
             if (al.handle != a->handle) continue;
-            if (al.gpu_mapped) return fail(EBUSY);  // as KFD: unmap from the GPU first
+            if (!al.mapped_on.empty()) return fail(EBUSY);  // as KFD: unmap from the GPUs first
             if (al.backed) {  // the CPU still maps it: keep the range reserved until it is unmapped
                 ::mmap(reinterpret_cast<void*>(al.va), al.size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
                 s.reservations[al.va] = al.size;
@@ -248,10 +254,15 @@ int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
             if (al.handle != a->handle) continue;
             if (a->n_devices == 0 || a->n_devices > 8 || !a->device_ids_array_ptr) return fail(EINVAL);
             const auto* ids = reinterpret_cast<const uint32_t*>(a->device_ids_array_ptr);
-            for (uint32_t i = 0; i < a->n_devices; i++)
-                if (!gpu_ready(ids[i]) || ids[i] != al.gpu_id) return fail(EINVAL);  // peer mappings are not modeled
-            if (!map && !al.gpu_mapped) return fail(EINVAL);
-            al.gpu_mapped = map;
+            bool vram = al.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM;
+            for (uint32_t i = 0; i < a->n_devices; i++) {
+                if (!gpu_ready(ids[i]) || (vram && ids[i] != al.gpu_id)) return fail(EINVAL);  // peer VRAM is not modeled
+                if (!map && !al.mapped_on.count(ids[i])) return fail(EINVAL);
+            }
+            for (uint32_t i = 0; i < a->n_devices; i++) {
+                if (map) al.mapped_on.insert(ids[i]);
+                else al.mapped_on.erase(ids[i]);
+            }
             a->n_success = a->n_devices;
             return 0;
         }
@@ -262,9 +273,9 @@ int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
         if (!gpu_ready(a->gpu_id) || a->queue_type != KFD_IOC_QUEUE_TYPE_COMPUTE_AQL) return fail(EINVAL);
         if (a->ring_size < KFD_MIN_QUEUE_RING_SIZE || (a->ring_size & (a->ring_size - 1))) return fail(EINVAL);
         if (a->queue_percentage > KFD_MAX_QUEUE_PERCENTAGE || a->queue_priority > KFD_MAX_QUEUE_PRIORITY) return fail(EINVAL);
-        if (!s.gpu_visible(a->ring_base_address, a->ring_size) || !s.gpu_visible(a->write_pointer_address, 8) ||
-            !s.gpu_visible(a->read_pointer_address, 8) || !a->eop_buffer_size || !s.gpu_visible(a->eop_buffer_address, a->eop_buffer_size) ||
-            !a->ctx_save_restore_size || !s.gpu_visible(a->ctx_save_restore_address, a->ctx_save_restore_size) ||
+        if (!s.gpu_visible(a->ring_base_address, a->ring_size, a->gpu_id) || !s.gpu_visible(a->write_pointer_address, 8, a->gpu_id) ||
+            !s.gpu_visible(a->read_pointer_address, 8, a->gpu_id) || !a->eop_buffer_size || !s.gpu_visible(a->eop_buffer_address, a->eop_buffer_size, a->gpu_id) ||
+            !a->ctx_save_restore_size || !s.gpu_visible(a->ctx_save_restore_address, a->ctx_save_restore_size, a->gpu_id) ||
             !a->ctl_stack_size || a->ctl_stack_size >= a->ctx_save_restore_size)
             return fail(EINVAL);
         State::Queue q;

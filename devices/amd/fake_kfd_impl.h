@@ -17,6 +17,7 @@ struct FakeKfd::State {
     int next_fd = 1000;
     std::map<int, std::string> fds;  // open fd -> path
     std::set<uint32_t> vms;          // gpu_ids whose VM this process acquired
+    bool runtime_enabled = false;    // RUNTIME_ENABLE: once per process
 
     // Address ranges the backend reserved through our mmap (we only ever remap those). Each is followed
     // by an unmapped guard, so running off the end of a buffer always faults instead of landing in a
@@ -27,7 +28,7 @@ struct FakeKfd::State {
     struct Alloc {
         uint64_t va = 0, size = 0, handle = 0, mmap_offset = 0;
         uint32_t gpu_id = 0, flags = 0;
-        bool gpu_mapped = false;  // MAP_MEMORY_TO_GPU: the GPU may touch it
+        std::set<uint32_t> mapped_on;  // GPUs it is mapped on (MAP_MEMORY_TO_GPU): they may touch it
         bool backed = true;       // host memory behind it (gone after munmap)
     };
     std::map<uint64_t, Alloc> allocs;  // by va
@@ -58,8 +59,8 @@ struct FakeKfd::State {
     Stats stats;
 
     const FakeGpuSpec* gpu(uint32_t gpu_id) const;
-    // The allocation holding all of [va, va+bytes) that the GPU may access, or nullptr.
-    const Alloc* gpu_visible(uint64_t va, uint64_t bytes) const;
+    // The allocation holding all of [va, va+bytes) that GPU `gpu_id` may access, or nullptr.
+    const Alloc* gpu_visible(uint64_t va, uint64_t bytes, uint32_t gpu_id) const;
     void setup_topology();
 
     // fake_gpu.cpp: the command processor.

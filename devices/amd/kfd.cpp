@@ -6,8 +6,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace amd {
 
@@ -32,37 +35,90 @@ CwsrSizes cwsr_sizes(const GpuInfo& gpu) {
     return s;
 }
 
-Kfd::Kfd(KfdIO& io_, const GpuInfo& gpu_, const std::string& name_) : io(io_), gpu(gpu_), name(name_) {
-    kfd_fd = io.open("/dev/kfd", O_RDWR | O_CLOEXEC);
-    if (kfd_fd < 0) throw NoDevice("[amd] " + name + ": cannot open /dev/kfd: " + std::strerror(errno));
+std::shared_ptr<KfdProcess> KfdProcess::get(KfdIO& io) {
+    static std::mutex mu;
+    static std::map<KfdIO*, std::weak_ptr<KfdProcess>> processes;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto p = processes[&io].lock()) return p;
+    std::shared_ptr<KfdProcess> p(new KfdProcess(io));
+    processes[&io] = p;
+    return p;
+}
+
+KfdProcess::KfdProcess(KfdIO& io_) : io(io_) {
+    fd = io.open("/dev/kfd", O_RDWR | O_CLOEXEC);
+    if (fd < 0) throw NoDevice(std::string("[amd] cannot open /dev/kfd: ") + std::strerror(errno));
+    kfd_ioctl_get_version_args ver{};
+    if (io.ioctl(fd, AMDKFD_IOC_GET_VERSION, &ver) < 0 || ver.major_version != 1) {
+        io.close(fd);
+        throw Error("[amd] /dev/kfd: unsupported KFD interface version " + std::to_string(ver.major_version) + "." +
+                    std::to_string(ver.minor_version) + " (expected 1.x)");
+    }
+    minor_version = ver.minor_version;
+    if (minor_version >= 14) {
+        kfd_ioctl_runtime_enable_args rt{};
+        if (io.ioctl(fd, AMDKFD_IOC_RUNTIME_ENABLE, &rt) < 0 && errno != EBUSY) {  // EBUSY: already enabled
+            int e = errno;
+            io.close(fd);
+            throw Error(std::string("[amd] /dev/kfd: RUNTIME_ENABLE failed: ") + std::strerror(e));
+        }
+    }
+}
+
+KfdProcess::~KfdProcess() {
+    if (event_page.va) {
+        kfd_ioctl_unmap_memory_from_gpu_args unmap{};
+        unmap.handle = event_page.handle;
+        unmap.device_ids_array_ptr = reinterpret_cast<uint64_t>(event_page_gpus.data());
+        unmap.n_devices = static_cast<uint32_t>(event_page_gpus.size());
+        io.ioctl(fd, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &unmap);
+        io.munmap(reinterpret_cast<void*>(event_page.va), event_page.size);
+        kfd_ioctl_free_memory_of_gpu_args fr{};
+        fr.handle = event_page.handle;
+        io.ioctl(fd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &fr);
+    }
+    io.close(fd);
+}
+
+Kfd::Kfd(KfdIO& io_, const GpuInfo& gpu_, const std::string& name_)
+    : io(io_), gpu(gpu_), name(name_), process(KfdProcess::get(io_)), kfd_fd(process->fd) {
     std::string render = "/dev/dri/renderD" + std::to_string(gpu.drm_render_minor);
     drm_fd = io.open(render, O_RDWR | O_CLOEXEC);
     if (drm_fd < 0) {
         int e = errno;
-        io.close(kfd_fd);
         throw NoDevice("[amd] " + name + ": cannot open " + render + ": " + std::strerror(e) +
                        (e == EACCES ? " (add your user to the 'render' group)" : ""));
     }
     try {
-        kfd_ioctl_get_version_args ver{};
-        call(AMDKFD_IOC_GET_VERSION, &ver, "GET_VERSION");
-        if (ver.major_version != 1)
-            throw Error("[amd] " + name + ": unsupported KFD interface version " + std::to_string(ver.major_version) + "." +
-                        std::to_string(ver.minor_version) + " (expected 1.x)");
         kfd_ioctl_acquire_vm_args vm{};
         vm.drm_fd = static_cast<uint32_t>(drm_fd);
         vm.gpu_id = gpu.gpu_id;
         call(AMDKFD_IOC_ACQUIRE_VM, &vm, "ACQUIRE_VM");
     } catch (...) {
         io.close(drm_fd);
-        io.close(kfd_fd);
         throw;
     }
 }
 
-Kfd::~Kfd() {
-    io.close(drm_fd);
-    io.close(kfd_fd);
+Kfd::~Kfd() { io.close(drm_fd); }
+
+const Allocation& Kfd::event_page(bool& bind) {
+    KfdProcess& p = *process;
+    if (!p.event_page.va) {
+        p.event_page = alloc(EVENT_PAGE_BYTES, MemKind::GTT_UNCACHED, true);
+        p.event_page_gpus = {gpu.gpu_id};
+    } else if (std::find(p.event_page_gpus.begin(), p.event_page_gpus.end(), gpu.gpu_id) == p.event_page_gpus.end()) {
+        // The CP of this GPU writes mailboxes there too: map the page here as well.
+        uint32_t gpu_ids[1] = {gpu.gpu_id};
+        kfd_ioctl_map_memory_to_gpu_args map{};
+        map.handle = p.event_page.handle;
+        map.device_ids_array_ptr = reinterpret_cast<uint64_t>(gpu_ids);
+        map.n_devices = 1;
+        call(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &map, "MAP_MEMORY_TO_GPU (event page)");
+        p.event_page_gpus.push_back(gpu.gpu_id);
+    }
+    bind = !p.event_page_bound;
+    return p.event_page;
 }
 
 void Kfd::call(unsigned long request, void* arg, const char* what) {

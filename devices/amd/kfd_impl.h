@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace amd {
 
@@ -23,8 +25,18 @@ static_assert(offsetof(amd_signal_t, value) == 8 && offsetof(amd_signal_t, event
                   offsetof(amd_signal_t, event_id) == 24,
               "amd_signal_t layout (the CP writes these offsets)");
 
+// KFD 1.14 added RUNTIME_ENABLE (Debian's header is 1.11); tinygrad calls it with mode_mask 0 on 1.14+.
+struct kfd_ioctl_runtime_enable_args {
+    uint64_t r_debug;
+    uint32_t mode_mask;
+    uint32_t capabilities_mask;
+};
+constexpr unsigned long AMDKFD_IOC_RUNTIME_ENABLE = 0xC0104B25;  // _IOWR('K', 0x25, 16 bytes)
+static_assert(AMDKFD_IOC_RUNTIME_ENABLE == AMDKFD_IOWR(0x25, struct kfd_ioctl_runtime_enable_args));
+
 constexpr const char* KFD_TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes";
 constexpr uint64_t PAGE = 4096;
+constexpr uint32_t EVENT_PAGE_BYTES = 0x8000;  // KFD_SIGNAL_EVENT_LIMIT mailboxes of 8 bytes
 inline uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 // A KFD ioctl that failed: keeps errno so callers can choose a fallback.
@@ -54,7 +66,27 @@ struct CwsrSizes {
 };
 CwsrSizes cwsr_sizes(const GpuInfo& gpu);
 
-// The process's KFD context on one GPU: /dev/kfd and the render node, with the GPU VM acquired.
+// What KFD keeps per process, shared by every GPU opened through the same KfdIO: the /dev/kfd fd (all
+// fds of a process name one KFD process), the runtime enable, and the page holding every signal event's
+// mailbox, which KFD accepts once per process (CREATE_EVENT with event_page_offset; again is EINVAL).
+class KfdProcess {
+public:
+    static std::shared_ptr<KfdProcess> get(KfdIO& io);  // opens /dev/kfd for the first GPU
+    ~KfdProcess();
+
+    KfdIO& io;
+    int fd = -1;
+    uint32_t minor_version = 0;
+    // The event page: allocated on the first GPU that needs it, mapped onto each later one.
+    Allocation event_page;
+    std::vector<uint32_t> event_page_gpus;
+    bool event_page_bound = false;  // handed to KFD
+
+private:
+    explicit KfdProcess(KfdIO& io);
+};
+
+// The process's KFD context on one GPU: the render node with the GPU VM acquired, and GPU memory.
 class Kfd {
 public:
     Kfd(KfdIO& io, const GpuInfo& gpu, const std::string& name);
@@ -66,10 +98,13 @@ public:
     void free(const Allocation& a);
     // Wraps one ioctl on /dev/kfd: throws KfdCallError("[amd] <name>: <what>: <strerror>").
     void call(unsigned long request, void* arg, const char* what);
+    // The process's event page, mapped on this GPU; `bind` is true when KFD has not been given it yet.
+    const Allocation& event_page(bool& bind);
 
     KfdIO& io;
     const GpuInfo gpu;
     const std::string name;  // "AMD:0 (gfx1100)", for messages
+    std::shared_ptr<KfdProcess> process;
     int kfd_fd = -1, drm_fd = -1;
 };
 
@@ -94,7 +129,7 @@ private:
     void poll_events(uint32_t timeout_ms);
 
     Kfd& kfd_;
-    Allocation ring_, queue_mem_, signal_mem_, event_page_, eop_, cwsr_;
+    Allocation ring_, queue_mem_, signal_mem_, eop_, cwsr_;
     amd_queue_t* queue_ = nullptr;
     amd_signal_t* signal_ = nullptr;
     uint32_t packets_ = 0;  // ring capacity

@@ -16,7 +16,6 @@ namespace amd {
 namespace {
 
 constexpr uint32_t RING_BYTES = 1 << 18;  // 4096 packets
-constexpr uint32_t EVENT_PAGE_BYTES = 0x8000;  // KFD_SIGNAL_EVENT_LIMIT slots of 8 bytes
 constexpr uint32_t EOP_BYTES = 0x1000;
 
 std::chrono::milliseconds timeout_from_env() {
@@ -49,16 +48,18 @@ AqlQueue::AqlQueue(Kfd& kfd) : kfd_(kfd), timeout_(timeout_from_env()) {
         uint32_t waves_per_cu = kfd.gpu.max_waves_per_simd * kfd.gpu.simd_per_cu;
         queue_->max_wave_id = waves_per_cu ? waves_per_cu - 1 : 0;
 
-        // Events: the first signal event hands KFD the page its mailboxes live in.
-        event_page_ = kfd.alloc(EVENT_PAGE_BYTES, MemKind::GTT_UNCACHED, true);
+        // Events: the process's first signal event hands KFD the page its mailboxes live in.
+        bool bind = false;
+        const Allocation& event_page = kfd.event_page(bind);
         kfd_ioctl_create_event_args ev{};
-        ev.event_page_offset = event_page_.handle;
+        ev.event_page_offset = bind ? event_page.handle : 0;
         ev.event_type = KFD_IOC_EVENT_SIGNAL;
         ev.auto_reset = 1;
         kfd.call(AMDKFD_IOC_CREATE_EVENT, &ev, "CREATE_EVENT (signal)");
+        kfd.process->event_page_bound = true;
         signal_event_ = ev.event_id;
         if (ev.event_slot_index >= EVENT_PAGE_BYTES / 8) throw Error("[amd] " + kfd.name + ": KFD gave an event slot outside the event page");
-        uint64_t mailbox = event_page_.va + uint64_t(ev.event_slot_index) * 8;
+        uint64_t mailbox = event_page.va + uint64_t(ev.event_slot_index) * 8;
         uint32_t trigger = ev.event_trigger_data;
         for (auto [type, id] : {std::pair{KFD_IOC_EVENT_MEMORY, &memory_event_}, std::pair{KFD_IOC_EVENT_HW_EXCEPTION, &hw_event_}}) {
             kfd_ioctl_create_event_args e{};
@@ -127,7 +128,7 @@ void AqlQueue::release() {
         kfd_.io.ioctl(kfd_.kfd_fd, AMDKFD_IOC_DESTROY_EVENT, &d);
         *id = 0;
     }
-    for (Allocation* a : {&ring_, &queue_mem_, &signal_mem_, &event_page_, &eop_, &cwsr_}) {
+    for (Allocation* a : {&ring_, &queue_mem_, &signal_mem_, &eop_, &cwsr_}) {
         kfd_.free(*a);
         *a = {};
     }

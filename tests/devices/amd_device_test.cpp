@@ -180,6 +180,38 @@ TEST_CASE("amd device: closing releases every KFD object it created") {
     CHECK(s.open_fds == 0);
 }
 
+TEST_CASE("amd device: two GPUs in one process each run their own queue") {
+    amd::FakeGpuSpec second;
+    second.gpu_id = 0x2222;
+    amd::FakeKfd kfd({.kfd_present = true, .gpus = {amd::FakeGpuSpec{}, second}});
+    kfd.add_twin("vadd", amd_test::vadd_twin);
+    auto elf = test_kernels();
+    std::unique_ptr<amd::AmdDevice> devs[2] = {amd::AmdDevice::open(0, kfd), amd::AmdDevice::open(1, kfd)};
+    for (uint32_t d = 0; d < 2; d++) {
+        const amd::Program& p = devs[d]->load_program(elf, "k");
+        std::vector<float> x(64, float(d + 1));
+        amd::Buffer b = devs[d]->alloc(256);
+        devs[d]->copy_in(b, x.data(), 256);
+        amd::KernelArg args[] = {amd::KernelArg::buffer(b), amd::KernelArg::buffer(b), amd::KernelArg::buffer(b), amd::KernelArg::value(64u)};
+        devs[d]->launch(p.kernel("vadd"), {1}, {64}, args);
+        devs[d]->copy_out(x.data(), b, 256);
+        CHECK(x[63] == 2.0f * float(d + 1));
+    }
+    CHECK(devs[1]->name() == "AMD:1 (gfx1100)");
+    CHECK(kfd.stats().queues == 2);
+
+    // Memory of one GPU is not mapped on the other: using it there faults.
+    amd::Buffer on0 = devs[0]->alloc(256), on1 = devs[1]->alloc(256);
+    amd::KernelArg args[] = {amd::KernelArg::buffer(on1), amd::KernelArg::buffer(on0), amd::KernelArg::buffer(on1), amd::KernelArg::value(64u)};
+    devs[1]->launch(devs[1]->load_program(elf, "k2").kernel("vadd"), {1}, {64}, args);
+    try {
+        devs[1]->synchronize();
+        FAIL("no fault reported");
+    } catch (const amd::GpuFault& f) {
+        CHECK(f.va == on0.va);
+    }
+}
+
 TEST_CASE("amd device: no GPU is a clear message") {
     amd::FakeKfd no_driver({.kfd_present = false, .gpus = {}});
     CHECK(amd::list_gpus(no_driver).empty());
