@@ -42,8 +42,10 @@ public:
     virtual int munmap(void* addr, size_t length) = 0;
     virtual std::optional<std::string> read_file(const std::string& path) = 0;   // sysfs; nullopt if absent
     virtual std::vector<std::string> list_dir(const std::string& path) = 0;      // entry names; empty if absent
-    // A plain store on hardware (the doorbell page is mmap'd from /dev/kfd); the fake GPU wakes up here.
+    // Stores to mmap'd device pages (on hardware, after a store fence that drains write-combined BAR
+    // writes): the queue's doorbell — where the fake GPU wakes up — and the remapped HDP flush register.
     virtual void write_doorbell(volatile uint64_t* doorbell, uint64_t value) = 0;
+    virtual void write_register(volatile uint32_t* reg, uint32_t value) = 0;
 };
 KfdIO& system_kfd_io();  // the real syscalls
 

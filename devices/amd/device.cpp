@@ -138,6 +138,7 @@ void AmdDevice::copy_in(const Buffer& dst, const void* src, size_t bytes, size_t
     const Allocation& a = impl_->buffer(dst, dst_offset, bytes, "copy_in");
     impl_->queue->wait_idle();
     std::memcpy(a.cpu + dst_offset, src, bytes);
+    if (a.vram) impl_->kfd->hdp_flush();
 }
 
 void AmdDevice::copy_out(void* dst, const Buffer& src, size_t bytes, size_t src_offset) {
@@ -154,6 +155,7 @@ const Program& AmdDevice::load_program(std::span<const uint8_t> code_object, con
     try {
         std::vector<uint8_t> image = build_image(code_object, a.va, name);
         std::memcpy(a.cpu, image.data(), image.size());
+        if (a.vram) impl_->kfd->hdp_flush();
     } catch (...) {
         impl_->kfd->free(a);
         throw;

@@ -120,7 +120,14 @@ void* FakeKfd::mmap(void* addr, size_t length, int prot, int flags, int fd, off_
     }
     auto f = s.fds.find(fd);
     if (f == s.fds.end()) return bad(EBADF);
-    if (f->second == "/dev/kfd") {  // doorbell pages
+    if (f->second == "/dev/kfd") {  // doorbell pages, and the remapped register page at its allocation
+        for (auto& [va, a] : s.allocs) {
+            if (!(a.flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP) || a.mmap_offset != uint64_t(offset)) continue;
+            if (reinterpret_cast<uint64_t>(addr) != va || length != PAGE || !(flags & MAP_FIXED) || a.backed) return bad(EINVAL);
+            if (::mmap(addr, PAGE, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) return bad(ENOMEM);
+            a.backed = true;
+            return addr;
+        }
         bool known = false;
         for (const auto& [id, q] : s.queues) known |= (q.doorbell_offset & ~uint64_t(0x1fff)) == uint64_t(offset);
         if (!known || length != 0x2000) return bad(EINVAL);
@@ -167,6 +174,17 @@ void FakeKfd::write_doorbell(volatile uint64_t* doorbell, uint64_t value) {
     throw Error("[fake-kfd] doorbell write to an address that is no queue's doorbell");
 }
 
+void FakeKfd::write_register(volatile uint32_t* reg, uint32_t value) {
+    State& s = *s_;
+    uint64_t addr = reinterpret_cast<uint64_t>(reg);
+    auto a = s.allocs.upper_bound(addr);
+    bool remapped = a != s.allocs.begin() && (std::prev(a)->second.flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP) &&
+                    std::prev(a)->second.backed && addr - std::prev(a)->first < PAGE;
+    if (!remapped) throw Error("[fake-kfd] register write outside a remapped MMIO page");
+    *reg = value;
+    if (addr - std::prev(a)->first == KFD_MMIO_REMAP_HDP_MEM_FLUSH_CNTL) s.stats.hdp_flushes++;
+}
+
 int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
     State& s = *s_;
     auto f = s.fds.find(fd);
@@ -202,7 +220,9 @@ int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
         if (!gpu_ready(a->gpu_id) || !a->size || !aligned(a->va_addr) || !aligned(a->size)) return fail(EINVAL);
         uint32_t where = a->flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_USERPTR |
                                      KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP);
-        if (where != KFD_IOC_ALLOC_MEM_FLAGS_VRAM && where != KFD_IOC_ALLOC_MEM_FLAGS_GTT) return fail(EINVAL);  // others not modeled
+        bool mmio = where == KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP;
+        if (where != KFD_IOC_ALLOC_MEM_FLAGS_VRAM && where != KFD_IOC_ALLOC_MEM_FLAGS_GTT && !mmio) return fail(EINVAL);  // others not modeled
+        if (mmio && a->size != PAGE) return fail(EINVAL);
         const FakeGpuSpec& g = *s.gpu(a->gpu_id);
         bool vram = where == KFD_IOC_ALLOC_MEM_FLAGS_VRAM;
         if (vram && (a->flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC) && !g.large_bar) return fail(EINVAL);
@@ -213,13 +233,15 @@ int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
         auto next = s.allocs.lower_bound(a->va_addr);
         if (next != s.allocs.end() && next->first < a->va_addr + a->size) return fail(EINVAL);
         if (next != s.allocs.begin() && std::prev(next)->first + std::prev(next)->second.size > a->va_addr) return fail(EINVAL);
-        void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) return fail(ENOMEM);
+        // Memory is host memory at its GPU address from the start; the register page appears when mmap'd.
+        if (!mmio && ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+            return fail(ENOMEM);
         State::Alloc al;
         al.va = a->va_addr;
         al.size = a->size;
         al.handle = (uint64_t(a->gpu_id) << 32) | s.next_handle++;
-        al.mmap_offset = (al.handle & 0xffffffff) << 20;
+        al.mmap_offset = mmio ? uint64_t(a->gpu_id) << KFD_MMAP_GPU_ID_SHIFT : (al.handle & 0xffffffff) << 20;
+        al.backed = !mmio;
         al.gpu_id = a->gpu_id;
         al.flags = a->flags;
         s.allocs[al.va] = al;

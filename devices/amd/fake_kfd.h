@@ -72,7 +72,7 @@ public:
     void add_twin(const std::string& kernel, HostTwin twin);
 
     struct Stats {
-        size_t dispatches = 0, doorbells = 0, faults = 0;
+        size_t dispatches = 0, doorbells = 0, faults = 0, hdp_flushes = 0;
         size_t allocations = 0, queues = 0, events = 0, open_fds = 0;  // live objects (leak checks)
     };
     Stats stats() const;
@@ -85,6 +85,7 @@ public:
     std::optional<std::string> read_file(const std::string& path) override;
     std::vector<std::string> list_dir(const std::string& path) override;
     void write_doorbell(volatile uint64_t* doorbell, uint64_t value) override;
+    void write_register(volatile uint32_t* reg, uint32_t value) override;
 
     struct State;
 

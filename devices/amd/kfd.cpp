@@ -26,6 +26,10 @@ CwsrSizes cwsr_sizes(const GpuInfo& gpu) {
     uint32_t xccs = gpu.num_xcc ? gpu.num_xcc : 1;
     uint64_t cus = gpu.cu_count() / xccs;
     uint64_t waves = cus * gpu.max_waves_per_simd * gpu.simd_per_cu;
+    if (major == 9 && gpu.simd_arrays_per_engine) {  // CDNA: bounded by 512 waves per shader engine
+        uint64_t engines = gpu.array_count / gpu.simd_arrays_per_engine / xccs;
+        waves = std::min<uint64_t>(cus * 40, engines * xccs * 512);
+    }
     CwsrSizes s;
     s.ctl_stack = static_cast<uint32_t>(round_up((major == 9 ? 8 : 12) * waves + 8 + 40, PAGE));
     uint64_t wg_data = round_up((vgpr + sgpr + lds + hwreg) * cus, PAGE);
@@ -100,7 +104,10 @@ Kfd::Kfd(KfdIO& io_, const GpuInfo& gpu_, const std::string& name_)
     }
 }
 
-Kfd::~Kfd() { io.close(drm_fd); }
+Kfd::~Kfd() {
+    free(mmio_remap_);
+    io.close(drm_fd);
+}
 
 const Allocation& Kfd::event_page(bool& bind) {
     KfdProcess& p = *process;
@@ -132,17 +139,23 @@ void Kfd::call(unsigned long request, void* arg, const char* what) {
 }
 
 Allocation Kfd::alloc(uint64_t bytes, MemKind kind, bool cpu_access) {
-    Allocation a;
-    a.size = round_up(bytes ? bytes : 1, PAGE);
     uint32_t flags = KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE | KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE;
     if (kind == MemKind::VRAM) {
-        flags |= KFD_IOC_ALLOC_MEM_FLAGS_VRAM;
-        if (cpu_access) flags |= KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+        flags |= KFD_IOC_ALLOC_MEM_FLAGS_VRAM | (cpu_access ? KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC : 0);
     } else {
         flags |= KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED |
                  KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
         cpu_access = true;
     }
+    Allocation a = allocate(round_up(bytes ? bytes : 1, PAGE), flags, cpu_access ? drm_fd : -1, true,
+                            kind == MemKind::VRAM ? "ALLOC_MEMORY_OF_GPU (VRAM)" : "ALLOC_MEMORY_OF_GPU (GTT)");
+    a.vram = kind == MemKind::VRAM;
+    return a;
+}
+
+Allocation Kfd::allocate(uint64_t size, uint32_t flags, int cpu_fd, bool map_gpu, const char* what) {
+    Allocation a;
+    a.size = size;
     // The GPU address is the CPU address: reserve the range so nothing else in the process takes it.
     void* reserved = io.mmap(nullptr, a.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (reserved == MAP_FAILED) throw Error("[amd] " + name + ": cannot reserve " + std::to_string(a.size) + " bytes of address space");
@@ -154,32 +167,30 @@ Allocation Kfd::alloc(uint64_t bytes, MemKind kind, bool cpu_access) {
     args.gpu_id = gpu.gpu_id;
     args.flags = flags;
     try {
-        call(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &args, kind == MemKind::VRAM ? "ALLOC_MEMORY_OF_GPU (VRAM)" : "ALLOC_MEMORY_OF_GPU (GTT)");
+        call(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &args, what);
     } catch (const KfdCallError& e) {
         io.munmap(reserved, a.size);
         if (e.err == ENOMEM) throw KfdCallError("[amd] " + name + ": out of GPU memory allocating " + std::to_string(a.size) + " bytes", e.err);
         throw;
     }
     a.handle = args.handle;
-
     try {
-        if (cpu_access) {
-            void* p = io.mmap(reserved, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, drm_fd, static_cast<off_t>(args.mmap_offset));
+        if (cpu_fd >= 0) {  // CPU access through the render node (memory) or /dev/kfd (remapped registers)
+            void* p = io.mmap(reserved, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, cpu_fd, static_cast<off_t>(args.mmap_offset));
             if (p != reserved) throw Error("[amd] " + name + ": cannot map GPU memory for the CPU: " + std::strerror(errno));
             a.cpu = static_cast<uint8_t*>(p);
         }
-        uint32_t gpu_ids[1] = {gpu.gpu_id};
-        kfd_ioctl_map_memory_to_gpu_args map{};
-        map.handle = a.handle;
-        map.device_ids_array_ptr = reinterpret_cast<uint64_t>(gpu_ids);
-        map.n_devices = 1;
-        call(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &map, "MAP_MEMORY_TO_GPU");
-        if (map.n_success != 1) throw Error("[amd] " + name + ": MAP_MEMORY_TO_GPU mapped on no GPU");
+        if (map_gpu) {
+            uint32_t gpu_ids[1] = {gpu.gpu_id};
+            kfd_ioctl_map_memory_to_gpu_args map{};
+            map.handle = a.handle;
+            map.device_ids_array_ptr = reinterpret_cast<uint64_t>(gpu_ids);
+            map.n_devices = 1;
+            call(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &map, "MAP_MEMORY_TO_GPU");
+            a.gpu_mapped = true;
+        }
     } catch (...) {
-        io.munmap(reserved, a.size);
-        kfd_ioctl_free_memory_of_gpu_args fr{};
-        fr.handle = a.handle;
-        io.ioctl(kfd_fd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &fr);
+        free(a);
         throw;
     }
     return a;
@@ -187,16 +198,31 @@ Allocation Kfd::alloc(uint64_t bytes, MemKind kind, bool cpu_access) {
 
 void Kfd::free(const Allocation& a) {
     if (!a.va) return;
-    uint32_t gpu_ids[1] = {gpu.gpu_id};
-    kfd_ioctl_unmap_memory_from_gpu_args unmap{};
-    unmap.handle = a.handle;
-    unmap.device_ids_array_ptr = reinterpret_cast<uint64_t>(gpu_ids);
-    unmap.n_devices = 1;
-    io.ioctl(kfd_fd, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &unmap);
+    if (a.gpu_mapped) {
+        uint32_t gpu_ids[1] = {gpu.gpu_id};
+        kfd_ioctl_unmap_memory_from_gpu_args unmap{};
+        unmap.handle = a.handle;
+        unmap.device_ids_array_ptr = reinterpret_cast<uint64_t>(gpu_ids);
+        unmap.n_devices = 1;
+        io.ioctl(kfd_fd, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &unmap);
+    }
     io.munmap(reinterpret_cast<void*>(a.va), a.size);
     kfd_ioctl_free_memory_of_gpu_args fr{};
     fr.handle = a.handle;
     io.ioctl(kfd_fd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &fr);
+}
+
+void Kfd::hdp_flush() {
+    if (!mmio_remap_.va && !mmio_remap_failed_) {
+        try {  // mmap'd from /dev/kfd at the offset KFD returns; the GPU never needs to see it
+            uint32_t flags = KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE;
+            mmio_remap_ = allocate(PAGE, flags, kfd_fd, false, "ALLOC_MEMORY_OF_GPU (MMIO remap)");
+        } catch (const KfdCallError&) {
+            mmio_remap_failed_ = true;  // pre-gfx9 GPUs have no remapped page: nothing we can flush
+        }
+    }
+    if (mmio_remap_.cpu)
+        io.write_register(reinterpret_cast<volatile uint32_t*>(mmio_remap_.cpu + KFD_MMIO_REMAP_HDP_MEM_FLUSH_CNTL), 0);
 }
 
 }  // namespace amd

@@ -36,7 +36,8 @@ static_assert(AMDKFD_IOC_RUNTIME_ENABLE == AMDKFD_IOWR(0x25, struct kfd_ioctl_ru
 
 constexpr const char* KFD_TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes";
 constexpr uint64_t PAGE = 4096;
-constexpr uint32_t EVENT_PAGE_BYTES = 0x8000;  // KFD_SIGNAL_EVENT_LIMIT mailboxes of 8 bytes
+constexpr uint32_t EVENT_PAGE_BYTES = 0x8000;
+constexpr uint64_t KFD_MMAP_GPU_ID_SHIFT = 46;  // mmap offsets of /dev/kfd pages carry the gpu_id here  // KFD_SIGNAL_EVENT_LIMIT mailboxes of 8 bytes
 inline uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 // A KFD ioctl that failed: keeps errno so callers can choose a fallback.
@@ -55,6 +56,7 @@ struct Allocation {
     uint64_t size = 0;
     uint64_t handle = 0;
     uint8_t* cpu = nullptr;  // CPU mapping (same address as va), or null
+    bool vram = false, gpu_mapped = false;
 };
 
 // Sizes of the queue's context-save area (CWSR) the kernel requires for this GPU, as tinygrad computes
@@ -100,12 +102,20 @@ public:
     void call(unsigned long request, void* arg, const char* what);
     // The process's event page, mapped on this GPU; `bind` is true when KFD has not been given it yet.
     const Allocation& event_page(bool& bind);
+    // Makes CPU writes to VRAM through the BAR visible to the GPU: they pass through the HDP (host data
+    // path), which is flushed by writing its register in the page KFD remaps for user space.
+    void hdp_flush();
 
     KfdIO& io;
     const GpuInfo gpu;
     const std::string name;  // "AMD:0 (gfx1100)", for messages
     std::shared_ptr<KfdProcess> process;
     int kfd_fd = -1, drm_fd = -1;
+
+private:
+    Allocation allocate(uint64_t size, uint32_t flags, int cpu_fd, bool map_gpu, const char* what);
+    Allocation mmio_remap_;  // the remapped register page (HDP flush), allocated on first use
+    bool mmio_remap_failed_ = false;
 };
 
 // One AQL compute queue with a completion signal counting the dispatches in flight, and the KFD events

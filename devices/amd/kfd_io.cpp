@@ -41,8 +41,22 @@ public:
         return names;
     }
     void write_doorbell(volatile uint64_t* doorbell, uint64_t value) override {
-        __atomic_thread_fence(__ATOMIC_RELEASE);  // the packet and write index are visible before the CP wakes
+        store_fence();  // the packet, its kernargs and buffer writes are visible before the CP wakes
         *doorbell = value;
+    }
+    void write_register(volatile uint32_t* reg, uint32_t value) override {
+        store_fence();
+        *reg = value;
+        (void)*reg;  // reading it back makes sure the posted write has landed
+    }
+
+private:
+    static void store_fence() {
+#if defined(__x86_64__)
+        __builtin_ia32_sfence();  // BAR mappings are write-combining: plain ordering is not enough
+#else
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
     }
 };
 

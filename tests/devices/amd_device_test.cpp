@@ -59,6 +59,8 @@ TEST_CASE("amd device: vector add on the fake gfx1100 matches the reference") {
     for (uint32_t i = 0; i < n; i++) REQUIRE(c[i] == float(i + 1) + float(i + 1000));
     CHECK(r.kfd.stats().dispatches == 1);
     CHECK(r.kfd.stats().faults == 0);
+    // CPU writes into VRAM (the code object, two inputs) pass the HDP, which must be flushed for the GPU.
+    CHECK(r.kfd.stats().hdp_flushes == 3);
 }
 
 TEST_CASE("amd device: hidden arguments carry the grid (2-D scale kernel)") {
@@ -150,6 +152,7 @@ TEST_CASE("amd device: without a large BAR, memory comes from GTT and everything
     Rig r({.kfd_present = true, .gpus = {small_bar}});
     auto c = run_vadd(r, 100);
     CHECK(c[99] == 100.0f + 1099.0f);
+    CHECK(r.kfd.stats().hdp_flushes == 0);  // system memory does not pass the HDP
 }
 
 TEST_CASE("amd device: a code object for another target is refused") {
@@ -264,6 +267,7 @@ TEST_CASE("amd topology: a malformed properties file is a clear error") {
         void* mmap(void*, size_t, int, int, int, off_t) override { return nullptr; }
         int munmap(void*, size_t) override { return 0; }
         void write_doorbell(volatile uint64_t*, uint64_t) override {}
+        void write_register(volatile uint32_t*, uint32_t) override {}
         std::vector<std::string> list_dir(const std::string& p) override {
             return p.ends_with("/nodes") ? std::vector<std::string>{"1", "not-a-node"} : std::vector<std::string>{};
         }
