@@ -295,8 +295,14 @@ int FakeKfd::ioctl(int fd, unsigned long request, void* arg) {
         if (!gpu_ready(a->gpu_id) || a->queue_type != KFD_IOC_QUEUE_TYPE_COMPUTE_AQL) return fail(EINVAL);
         if (a->ring_size < KFD_MIN_QUEUE_RING_SIZE || (a->ring_size & (a->ring_size - 1))) return fail(EINVAL);
         if (a->queue_percentage > KFD_MAX_QUEUE_PERCENTAGE || a->queue_priority > KFD_MAX_QUEUE_PRIORITY) return fail(EINVAL);
-        if (!s.gpu_visible(a->ring_base_address, a->ring_size, a->gpu_id) || !s.gpu_visible(a->write_pointer_address, 8, a->gpu_id) ||
-            !s.gpu_visible(a->read_pointer_address, 8, a->gpu_id) || !a->eop_buffer_size || !s.gpu_visible(a->eop_buffer_address, a->eop_buffer_size, a->gpu_id) ||
+        // As kfd_queue_acquire_buffers: each address starts (page-wise) a GPU-mapped buffer object of
+        // exactly the expected size — the ring, one page for each pointer, the EOP buffer.
+        auto whole_bo = [&](uint64_t addr, uint64_t size) {
+            const State::Alloc* bo = s.gpu_visible(addr, 1, a->gpu_id);
+            return bo && bo->va == (addr & ~(PAGE - 1)) && (!size || bo->size == size);
+        };
+        if (!whole_bo(a->ring_base_address, a->ring_size) || !whole_bo(a->write_pointer_address, PAGE) ||
+            !whole_bo(a->read_pointer_address, PAGE) || !a->eop_buffer_size || !whole_bo(a->eop_buffer_address, a->eop_buffer_size) ||
             !a->ctx_save_restore_size || !s.gpu_visible(a->ctx_save_restore_address, a->ctx_save_restore_size, a->gpu_id) ||
             !a->ctl_stack_size || a->ctl_stack_size >= a->ctx_save_restore_size)
             return fail(EINVAL);

@@ -18,7 +18,7 @@ inline std::vector<uint8_t> test_kernels() {
     REQUIRE(f);
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 #else
-    FAIL("the AMD test kernels were not built (TINYLLM_AMD=OFF)");
+    FAIL("the AMD test kernels were not built (see amd_test_kernels.cmake)");
     return {};
 #endif
 }
