@@ -29,5 +29,6 @@ private:
 };
 
 int cmd_info(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
 
 }  // namespace cli

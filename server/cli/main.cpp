@@ -21,6 +21,7 @@ struct Entry {
 
 const Entry COMMANDS[] = {
     {"info", cmd_info, "describe a GGUF model: architecture, sizes, types, tokenizer"},
+    {"tokenize", cmd_tokenize, "show the token ids and pieces of a text under a model's tokenizer"},
 };
 
 void print_help() {
