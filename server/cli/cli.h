@@ -30,5 +30,7 @@ private:
 
 int cmd_info(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
+int cmd_chat(const std::vector<std::string>& args);
 
 }  // namespace cli

@@ -22,6 +22,8 @@ struct Entry {
 const Entry COMMANDS[] = {
     {"info", cmd_info, "describe a GGUF model: architecture, sizes, types, tokenizer"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text under a model's tokenizer"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web chat at /"},
+    {"chat", cmd_chat, "chat in the terminal"},
 };
 
 void print_help() {
