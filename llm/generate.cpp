@@ -35,7 +35,8 @@ public:
         info_.n_ctx = n_ctx;
         info_.n_vocab = c.n_vocab;
         start_pos_ = engine::Var("start_pos", 0, n_ctx - 1);
-        cache_ = model_->new_kv_cache(n_ctx, o.kv_f16 ? engine::f16 : engine::f32);
+        // PREFILL_CHUNK spare rows: the graph must be valid for every bound of start_pos + n_tokens.
+        cache_ = model_->new_kv_cache(n_ctx + PREFILL_CHUNK, o.kv_f16 ? engine::f16 : engine::f32);
         chunk_tokens_ = Tensor::empty({PREFILL_CHUNK}, engine::i32);
         one_token_ = Tensor::empty({1}, engine::i32);
         prefill_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {

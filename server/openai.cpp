@@ -36,11 +36,13 @@ double number(const json& body, const char* key, double lo, double hi, double fa
 int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t fallback) {
     if (!present(body, key)) return fallback;
     const json& v = body[key];
-    if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
-        throw invalid(key, "must be an integer");
-    double x = v.get<double>();
-    if (!(x >= double(lo) && x <= double(hi))) throw invalid(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-    return int64_t(x);
+    int64_t x = 0;
+    if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(INT64_MAX)) x = int64_t(v.get<uint64_t>());
+    else if (v.is_number_integer() && !v.is_number_unsigned()) x = v.get<int64_t>();
+    else if (double d = v.is_number_float() ? v.get<double>() : 0.5; std::floor(d) == d && std::abs(d) < 9.0e18) x = int64_t(d);
+    else throw invalid(key, "must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi));
+    if (x < lo || x > hi) throw invalid(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return x;
 }
 
 bool boolean(const json& body, const char* key, bool fallback) {

@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace tok {
 
@@ -86,7 +87,8 @@ private:
 class BpeTokenizer final : public Vocab {
 public:
     explicit BpeTokenizer(const gguf::File& f) {
-        const std::string pre = f.get_or<std::string>("tokenizer.ggml.pre", "default");
+        std::string pre = f.get_or<std::string>("tokenizer.ggml.pre", "");
+        if (pre.empty()) pre = "default";  // as llama.cpp does for files converted before presets existed
         preset_ = find_preset(pre);
         if (!preset_) {
             std::string names;

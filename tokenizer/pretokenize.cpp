@@ -271,25 +271,25 @@ const std::vector<Matcher>& stages(PreSplit split) {
     return GPT2_STAGES;
 }
 
-// name, split, nfc, ignore_merges, add_bos, no_default_bos. Aliases are the names llama.cpp maps to
-// the same regex and flags.
+// name, split, nfc, ignore_merges, add_bos. Aliases are names llama.cpp maps to the same regex and
+// flags. Qwen 3.5's tokenizer.json normalizes to NFC like Qwen 2/3's (llama.cpp skips NFC for both).
 const Preset PRESETS[] = {
-    {"default", PreSplit::DEFAULT, false, false, false, false},
-    {"llama3", PreSplit::LLAMA3, false, true, true, false},
-    {"llama-v3", PreSplit::LLAMA3, false, true, true, false},
-    {"llama-bpe", PreSplit::LLAMA3, false, true, true, false},
-    {"qwen2", PreSplit::QWEN2, true, false, false, false},
-    {"deepseek-r1-qwen", PreSplit::QWEN2, true, false, false, false},
-    {"qwen35", PreSplit::QWEN35, true, false, false, false},
-    {"olmo", PreSplit::GPT2, false, false, false, false},
-    {"gpt-2", PreSplit::GPT2, false, false, false, false},
-    {"kimi-k2", PreSplit::KIMI_K2, false, false, false, false},
-    {"tekken", PreSplit::TEKKEN, false, true, true, false},
-    {"glm4", PreSplit::LLAMA3, false, false, false, true},
-    {"chatglm-bpe", PreSplit::LLAMA3, false, false, false, true},
-    {"gpt-4o", PreSplit::GPT4O, false, false, false, false},
-    {"llama4", PreSplit::GPT4O, false, false, false, false},
-    {"deepseek-v3", PreSplit::DEEPSEEK3, false, false, false, false},
+    {"default", PreSplit::DEFAULT, false, false, false},
+    {"llama3", PreSplit::LLAMA3, false, true, true},
+    {"llama-v3", PreSplit::LLAMA3, false, true, true},
+    {"llama-bpe", PreSplit::LLAMA3, false, true, true},
+    {"qwen2", PreSplit::QWEN2, true, false, false},
+    {"deepseek-r1-qwen", PreSplit::QWEN2, true, false, false},
+    {"qwen35", PreSplit::QWEN35, true, false, false},
+    {"olmo", PreSplit::GPT2, false, false, false},
+    {"gpt-2", PreSplit::GPT2, false, false, false},
+    {"kimi-k2", PreSplit::KIMI_K2, false, false, false},
+    {"tekken", PreSplit::TEKKEN, false, true, true},
+    {"glm4", PreSplit::LLAMA3, false, false, false},
+    {"chatglm-bpe", PreSplit::LLAMA3, false, false, false},
+    {"gpt-4o", PreSplit::GPT4O, false, false, false},
+    {"llama4", PreSplit::GPT4O, false, false, false},
+    {"deepseek-v3", PreSplit::DEEPSEEK3, false, false, false},
 };
 
 }  // namespace

@@ -26,7 +26,6 @@ struct Preset {
     bool nfc;              // normalize to NFC before splitting (Qwen's tokenizer.json has an NFC normalizer)
     bool ignore_merges;    // a word that is itself a token is emitted whole (HF BPE ignore_merges)
     bool add_bos;          // default of add_bos_token when the file does not say
-    bool no_default_bos;   // the vocabulary's BOS is only what tokenizer.ggml.bos_token_id says
 };
 
 // nullptr for an unknown name.

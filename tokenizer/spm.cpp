@@ -10,6 +10,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <cctype>
 #include <cstring>
 #include <unordered_set>
 

@@ -1,5 +1,6 @@
 // tinyllm info [MODEL.gguf] [--json]: what a user wants to know before loading a model, read from
 // the GGUF header alone (no tensor data is touched). One JSON description feeds both outputs.
+#include "devices/present.h"
 #include "gguf/gguf.h"
 #include "server/cli/cli.h"
 
@@ -24,6 +25,7 @@ For a split model give the first part (<name>-00001-of-0000N.gguf); all parts ar
 
 options:
   --json      print the same as one JSON object (absent values are null)
+  --devices   list the compute devices this machine has instead (CPU, AMD GPUs, USB-attached GPUs)
   -h, --help  show this help
 )";
 
@@ -174,6 +176,10 @@ int cmd_info(const std::vector<std::string>& argv) {
     Args args(argv, "info");
     if (args.flag("--help") || args.flag("-h")) {
         std::fputs(HELP, stdout);
+        return 0;
+    }
+    if (args.flag("--devices")) {
+        for (const auto& d : devices::list_present()) std::printf("%-10s %s\n", d.name.c_str(), d.description.c_str());
         return 0;
     }
     bool as_json = args.flag("--json");

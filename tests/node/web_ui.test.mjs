@@ -110,3 +110,27 @@ test("the web UI shows the server's error", { skip, timeout: 30000 }, async () =
     locked.stop();
   }
 });
+
+test("markdown rendering: the supported subset, and nothing executable", { skip, timeout: 30000 }, async () => {
+  const page = await context.newPage();
+  await page.goto(await server.url);
+  const html = await page.evaluate(() => renderMarkdown([
+    "# Title", "Some **bold**, *italic* and `code` with a [link](https://example.com/x).",
+    "", "- one", "- two", "", "1. first", "2. second", "", "> quoted",
+    "", "[bad](javascript:alert(1)) <script>window.pwned=1</script> <b onclick=x>b</b>",
+    "", "```python", "if a < b: print('<tag>')", "```",
+  ].join("\n")).innerHTML);
+  assert.match(html, /<h3>Title<\/h3>/);
+  assert.match(html, /<strong>bold<\/strong>/);
+  assert.match(html, /<em>italic<\/em>/);
+  assert.match(html, /<code>code<\/code>/);
+  assert.match(html, /<a href="https:\/\/example.com\/x" target="_blank" rel="noopener noreferrer">link<\/a>/);
+  assert.match(html, /<ul><li>one<\/li><li>two<\/li><\/ul>/);
+  assert.match(html, /<ol><li>first<\/li><li>second<\/li><\/ol>/);
+  assert.match(html, /<blockquote>quoted<\/blockquote>/);
+  assert.match(html, /<pre><button type="button">Copy<\/button><code data-lang="python">if a &lt; b: print\('&lt;tag&gt;'\)<\/code><\/pre>/);
+  assert.doesNotMatch(html, /href="javascript/);
+  assert.doesNotMatch(html, /<script|<b /);
+  assert.match(html, /&lt;script&gt;window.pwned=1&lt;\/script&gt;/);
+  await page.close();
+});

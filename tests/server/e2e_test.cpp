@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <poll.h>
-#include <regex>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +88,15 @@ struct Child {
     }
 };
 
+// The port in the server's "… at http://127.0.0.1:PORT" line, or 0 before it was printed.
+int listening_port(const std::string& banner) {
+    size_t at = banner.find("http://");
+    if (at == std::string::npos) return 0;
+    size_t colon = banner.find(':', at + 7), end = banner.find('\n', at);
+    if (colon == std::string::npos || end == std::string::npos) return 0;
+    return std::atoi(banner.c_str() + colon + 1);
+}
+
 json golden_case(const std::string& prompt) {
     std::ifstream f(test_data::shared("golden/llamacpp/stories260K-f32.json"));
     for (const auto& c : json::parse(f)["cases"])
@@ -104,10 +112,10 @@ TEST_CASE("e2e: tinyllm serve on stories260K: greedy /v1/completions returns the
     if (!tinyllm_built()) return;
     const json golden = golden_case("Once upon a time");
     Child server({tinyllm_bin(), "serve", "--model", test_data::shared("models/stories260K-f32.gguf"), "--port", "0"});
-    std::smatch m;
-    std::string banner = server.read([&](const std::string& t) { return std::regex_search(t, m, std::regex("http://[0-9.]+:([0-9]+)")); });
-    REQUIRE(std::regex_search(banner, m, std::regex("http://[0-9.]+:([0-9]+)")));
-    httplib::Client client("127.0.0.1", std::stoi(m[1]));
+    std::string banner = server.read([&](const std::string& t) { return listening_port(t) > 0; });
+    INFO(banner);
+    REQUIRE(listening_port(banner) > 0);
+    httplib::Client client("127.0.0.1", listening_port(banner));
     client.set_read_timeout(60, 0);
 
     auto health = client.Get("/health");

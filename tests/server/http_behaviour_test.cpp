@@ -38,6 +38,8 @@ TEST_CASE("http: malformed bodies get 400 and the server keeps answering") {
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": 1e308}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 1.5}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"seed\": 18446744073709551615}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_k\": 1e300}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": 3}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"abc\": 1}}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"99999\": 1}}",
