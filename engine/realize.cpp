@@ -153,9 +153,9 @@ void realize(const std::vector<Tensor>& tensors) {
             it.name = lk.name;
             for (const Node* p : lk.params) it.buffers.push_back(buffer_for(p));
             for (const Node* n : toposort({lk.ast.get()})) it.has_reduce |= n->op == Op::REDUCE;
-            if (k->op == Op::ASSIGN)
-                for (size_t i = 0; i < it.buffers.size(); i++)
-                    if (it.buffers[i]->external) throw Error("[engine] assign: cannot write an external buffer");
+            // The target is the kernel's first parameter; its sources may well be external (weights).
+            if (k->op == Op::ASSIGN && it.buffers.at(0)->external)
+                throw Error("[engine] assign: cannot write an external buffer");
         }
         items.push_back(std::move(it));
     }
