@@ -36,14 +36,14 @@ public:
         info_.n_vocab = c.n_vocab;
         start_pos_ = engine::Var("start_pos", 0, n_ctx - 1);
         // PREFILL_CHUNK spare rows: the graph must be valid for every bound of start_pos + n_tokens.
-        cache_ = model_->new_kv_cache(n_ctx + PREFILL_CHUNK, o.kv_f16 ? engine::f16 : engine::f32);
+        state_ = model_->new_state(n_ctx + PREFILL_CHUNK, o.kv_f16 ? engine::f16 : engine::f32);
         chunk_tokens_ = Tensor::empty({PREFILL_CHUNK}, engine::i32);
         one_token_ = Tensor::empty({1}, engine::i32);
         prefill_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
-            return std::vector<Tensor>{model_->forward(in[0].slice(0, 0, n_tokens_), start_pos_, cache_, false)};
+            return std::vector<Tensor>{model_->forward(in[0].slice(0, 0, n_tokens_), start_pos_, state_, false)};
         });
         decode_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
-            return std::vector<Tensor>{model_->forward(in[0], start_pos_, cache_, false)};
+            return std::vector<Tensor>{model_->forward(in[0], start_pos_, state_, false)};
         });
     }
 
@@ -137,7 +137,7 @@ private:
     std::unique_ptr<Model> model_;
     std::unique_ptr<tok::Tokenizer> tokenizer_;
     ModelInfo info_;
-    KvCache cache_;
+    State state_;
     std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order
     engine::Var start_pos_, n_tokens_;
     Tensor chunk_tokens_, one_token_;
