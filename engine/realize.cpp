@@ -65,6 +65,12 @@ Recorder* recorder() { return g_recorder; }
 std::vector<KernelInfo> last_schedule() { return g_last_schedule; }
 
 void run_item(const ExecItem& it) {
+    for (auto& [end, limit] : it.checks) {
+        int64_t e = eval_int(end.get()), l = eval_int(limit.get());
+        if (e > l)
+            throw Error("[engine] " + it.name + ": window end " + expr_str(end.get()) + " = " + std::to_string(e) +
+                        " exceeds the dimension " + std::to_string(l) + " it views (check the Vars' bindings)");
+    }
     for (auto& b : it.buffers)
         if (!b->mem) b->mem = alloc_memory(b->device, b->dtype.nbytes(b->numel), false);
     if (it.kernel) {
@@ -151,6 +157,7 @@ void realize(const std::vector<Tensor>& tensors) {
             LoweredKernel lk = lower_kernel(k, [&](const Node* n) { return materialized.count(n) > 0; });
             it.kernel = compile(lk, dev);
             it.name = lk.name;
+            it.checks = lk.checks;
             for (const Node* p : lk.params) it.buffers.push_back(buffer_for(p));
             for (const Node* n : toposort({lk.ast.get()})) it.has_reduce |= n->op == Op::REDUCE;
             if (k->op == Op::ASSIGN)
