@@ -29,9 +29,28 @@ void axpy(float* y, float a, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+// Half rows convert with vcvtph2ps where the CPU has it (the reference converter is branchy and slow).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void f16_to_f32_row(const _Float16* h, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = float(h[i]);
+}
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void bf16_to_f32_row(const uint16_t* h, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits = uint32_t(h[i]) << 16;
+        std::memcpy(out + i, &bits, 4);
+    }
+}
+
 // Row `r` (of `k` elements) of a matrix stored as `type` -> f32, via the gguf reference dequantizers.
 const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, std::vector<float>& scratch) {
     if (type == gguf::Type::F32) return static_cast<const float*>(base) + r * k;
+    if (type == gguf::Type::F16 || type == gguf::Type::BF16) {
+        scratch.resize(size_t(k));
+        if (type == gguf::Type::F16) f16_to_f32_row(static_cast<const _Float16*>(base) + r * k, scratch.data(), k);
+        else bf16_to_f32_row(static_cast<const uint16_t*>(base) + r * k, scratch.data(), k);
+        return scratch.data();
+    }
     const gguf::TypeTraits& tr = gguf::type_traits(type);
     if (!tr.dequantize) throw Error(std::string("[engine] cpu kernel: no dequantizer for ") + tr.name);
     scratch.resize(size_t(k));
