@@ -11,7 +11,7 @@ using half = uint16_t;
 constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
 constexpr int QK_K = 256;       // super-block size of the K and IQ types
 constexpr int K_SCALE_SIZE = 12;
-constexpr int QK4_NL = 32, QK_MXFP4 = 32;
+constexpr int QK4_NL = 32, QK_MXFP4 = 32, QK_NVFP4 = 64, QK1_0 = 128, QK2_0 = 64;
 
 struct block_q4_0 { half d; uint8_t qs[QK4_0 / 2]; };
 static_assert(sizeof(block_q4_0) == 2 + QK4_0 / 2, "wrong q4_0 block size");
@@ -57,6 +57,7 @@ static_assert(sizeof(block_iq2_xxs) == 2 + QK_K / 4, "wrong iq2_xxs block size")
 struct block_iq2_xs { half d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; };
 static_assert(sizeof(block_iq2_xs) == 2 + QK_K / 4 + QK_K / 32, "wrong iq2_xs block size");
 
+// qs: 32 grid indices (low 8 bits; qh has the high 2), then 32 sign bytes.
 struct block_iq2_s { half d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; };
 static_assert(sizeof(block_iq2_s) == 2 + QK_K / 4 + QK_K / 16, "wrong iq2_s block size");
 
@@ -88,5 +89,15 @@ static_assert(sizeof(block_tq2_0) == 2 + QK_K / 4, "wrong tq2_0 block size");
 
 struct block_mxfp4 { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; };  // e: E8M0 shared exponent
 static_assert(sizeof(block_mxfp4) == 1 + QK_MXFP4 / 2, "wrong mxfp4 block size");
+
+// nvfp4: one UE4M3 scale per 16 elements; each 16-element sub-block packs 8 bytes, low nibbles first.
+struct block_nvfp4 { uint8_t d[QK_NVFP4 / 16]; uint8_t qs[QK_NVFP4 / 2]; };
+static_assert(sizeof(block_nvfp4) == QK_NVFP4 / 16 + QK_NVFP4 / 2, "wrong nvfp4 block size");
+
+struct block_q1_0 { half d; uint8_t qs[QK1_0 / 8]; };  // bit set: +d, clear: -d
+static_assert(sizeof(block_q1_0) == 2 + QK1_0 / 8, "wrong q1_0 block size");
+
+struct block_q2_0 { half d; uint8_t qs[QK2_0 / 4]; };  // 2-bit codes q, value (q - 1) * d
+static_assert(sizeof(block_q2_0) == 2 + QK2_0 / 4, "wrong q2_0 block size");
 
 }  // namespace gguf

@@ -1,133 +1,133 @@
-// GGUF reader: a bounds-checked cursor over the mmap'd bytes; every count is checked against the
-// bytes left before anything is allocated, so hostile files fail with a message, never a crash.
-#include "gguf/gguf.h"
+// GGUF reader: a bounds-checked cursor over the mmap'd bytes. Every count is checked against the
+// bytes left before anything is allocated and every tensor against its part's data section, so a
+// hostile file fails with a message naming the file, the field and the offset — never a crash.
+#include "gguf/gguf_impl.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <limits>
-#include <regex>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace gguf {
 
-namespace {
+using namespace detail;
 
-constexpr uint32_t GGUF_MAGIC = 0x46554747;  // "GGUF" little-endian
-constexpr uint32_t MAX_DIMS = 4;
-constexpr uint32_t MAX_ARRAY_DEPTH = 8;
+// One parsed file image (a whole model, or one part of a split model).
+struct File::Part {
+    std::string path;
+    uint32_t version = 0;
+    uint64_t alignment = DEFAULT_ALIGNMENT;
+    uint64_t size = 0;
+    std::vector<std::pair<std::string, Value>> kv;
+    std::vector<TensorInfo> tensors;
 
-[[noreturn]] void fail(const std::string& file, const std::string& what) {
-    throw Error("[gguf] " + file + ": " + what);
-}
-
-bool valid_utf8(std::string_view s) {
-    size_t i = 0;
-    while (i < s.size()) {
-        auto c = static_cast<unsigned char>(s[i]);
-        int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-        if (n < 0 || (n > 0 && i + n >= s.size())) return false;
-        uint32_t cp = n == 0 ? c : c & (0x3f >> n);
-        for (int k = 1; k <= n; k++) {
-            auto cc = static_cast<unsigned char>(s[i + k]);
-            if ((cc >> 6) != 2) return false;
-            cp = (cp << 6) | (cc & 0x3f);
-        }
-        static constexpr uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-        i += n + 1;
+    const Value* find(std::string_view key) const {
+        for (const auto& [k, v] : kv)
+            if (k == key) return &v;
+        return nullptr;
     }
-    return true;
-}
+    // An integer split.* key, or `fallback` when absent; anything else is an error.
+    uint32_t split_key(const char* key, uint32_t fallback) const {
+        const Value* v = find(key);
+        if (!v) return fallback;
+        const auto* u = std::get_if<uint64_t>(&v->v);
+        const auto* i = std::get_if<int64_t>(&v->v);
+        if (u && *u <= UINT32_MAX) return static_cast<uint32_t>(*u);
+        if (i && *i >= 0 && *i <= INT32_MAX) return static_cast<uint32_t>(*i);
+        fail(path, std::string(key) + " must be a small non-negative integer");
+    }
+};
+
+namespace {
 
 // Bounds-checked little-endian reader over one file image.
 struct Cursor {
     const uint8_t* data;
     size_t size;
-    size_t pos = 0;
     const std::string& file;
+    size_t pos = 0;
 
-    [[noreturn]] void truncated(const char* field) const {
-        fail(file, std::string("truncated while reading ") + field + " at offset " + std::to_string(pos) +
-                       " (file is " + std::to_string(size) + " bytes)");
+    size_t left() const { return size - pos; }
+    // `field` + `detail` name what was being read; joined only on failure (vocabularies hold
+    // hundreds of thousands of strings, so the happy path builds no messages).
+    [[noreturn]] void truncated(const std::string& field, const char* detail) const {
+        fail(file, "truncated while reading " + field + detail + " at offset " + std::to_string(pos) + " (file is " +
+                       std::to_string(size) + " bytes)");
     }
-    void need(uint64_t n, const char* field) const {
-        if (n > size - pos) truncated(field);
-    }
-    template <class T> T read(const char* field) {
-        need(sizeof(T), field);
+    template <class T> T read(const std::string& field, const char* detail = "") {
+        if (sizeof(T) > left()) truncated(field, detail);
         T v;
         std::memcpy(&v, data + pos, sizeof(T));
         pos += sizeof(T);
         return v;
     }
-    std::string read_string(const char* field) {
+    std::string read_string(const std::string& field) {
         size_t at = pos;
-        uint64_t n = read<uint64_t>(field);
-        if (n > size - pos)
-            fail(file, std::string(field) + " at offset " + std::to_string(at) + ": string length " +
-                           std::to_string(n) + " exceeds the " + std::to_string(size - pos) + " bytes left");
+        uint64_t n = read<uint64_t>(field, " length");
+        if (n > left())
+            fail(file, field + " at offset " + std::to_string(at) + ": string length " + std::to_string(n) +
+                           " exceeds the " + std::to_string(left()) + " bytes left in the file");
         std::string s(reinterpret_cast<const char*>(data + pos), n);
         pos += n;
         return s;
     }
 };
 
-size_t scalar_size(ValueType t) {
+bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
+
+// Fewest bytes one stored value of type t can take: bounds how many a count may promise.
+uint64_t min_value_size(ValueType t) {
     switch (t) {
     case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
     case ValueType::UINT16: case ValueType::INT16: return 2;
     case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
     case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
-    case ValueType::STRING: return 8;  // at least the length prefix
-    case ValueType::ARRAY: return 12;  // at least type + count
+    case ValueType::STRING: return 8;   // the length
+    case ValueType::ARRAY: return 12;   // element type + count
     }
-    return 0;
+    return 1;
 }
 
-bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
-
-Value read_value(Cursor& c, ValueType type, const std::string& key, uint32_t depth) {
+Value read_value(Cursor& c, ValueType type, const std::string& field, uint32_t depth) {
     Value v;
     v.type = type;
     switch (type) {
-    case ValueType::UINT8: v.v = uint64_t(c.read<uint8_t>(key.c_str())); break;
-    case ValueType::INT8: v.v = int64_t(c.read<int8_t>(key.c_str())); break;
-    case ValueType::UINT16: v.v = uint64_t(c.read<uint16_t>(key.c_str())); break;
-    case ValueType::INT16: v.v = int64_t(c.read<int16_t>(key.c_str())); break;
-    case ValueType::UINT32: v.v = uint64_t(c.read<uint32_t>(key.c_str())); break;
-    case ValueType::INT32: v.v = int64_t(c.read<int32_t>(key.c_str())); break;
-    case ValueType::UINT64: v.v = c.read<uint64_t>(key.c_str()); break;
-    case ValueType::INT64: v.v = c.read<int64_t>(key.c_str()); break;
-    case ValueType::FLOAT32: v.v = double(c.read<float>(key.c_str())); break;
-    case ValueType::FLOAT64: v.v = c.read<double>(key.c_str()); break;
+    case ValueType::UINT8: v.v = uint64_t(c.read<uint8_t>(field)); break;
+    case ValueType::INT8: v.v = int64_t(c.read<int8_t>(field)); break;
+    case ValueType::UINT16: v.v = uint64_t(c.read<uint16_t>(field)); break;
+    case ValueType::INT16: v.v = int64_t(c.read<int16_t>(field)); break;
+    case ValueType::UINT32: v.v = uint64_t(c.read<uint32_t>(field)); break;
+    case ValueType::INT32: v.v = int64_t(c.read<int32_t>(field)); break;
+    case ValueType::UINT64: v.v = c.read<uint64_t>(field); break;
+    case ValueType::INT64: v.v = c.read<int64_t>(field); break;
+    case ValueType::FLOAT32: v.v = double(c.read<float>(field)); break;
+    case ValueType::FLOAT64: v.v = c.read<double>(field); break;
     case ValueType::BOOL: {
         size_t at = c.pos;
-        uint8_t b = c.read<uint8_t>(key.c_str());
-        if (b > 1) fail(c.file, "metadata '" + key + "' at offset " + std::to_string(at) + ": bool value " +
-                                    std::to_string(b) + " is not 0 or 1");
+        uint8_t b = c.read<uint8_t>(field);
+        if (b > 1) fail(c.file, field + " at offset " + std::to_string(at) + ": bool value " + std::to_string(b) + " is not 0 or 1");
         v.v = b != 0;
         break;
     }
-    case ValueType::STRING: v.v = c.read_string(key.c_str()); break;
+    case ValueType::STRING: v.v = c.read_string(field); break;
     case ValueType::ARRAY: {
-        if (depth >= MAX_ARRAY_DEPTH) fail(c.file, "metadata '" + key + "': arrays nested too deeply");
         size_t at = c.pos;
-        uint32_t et = c.read<uint32_t>(key.c_str());
+        if (depth >= MAX_ARRAY_DEPTH)
+            fail(c.file, field + " at offset " + std::to_string(at) + ": arrays nested deeper than " + std::to_string(MAX_ARRAY_DEPTH));
+        uint32_t et = c.read<uint32_t>(field, " element type");
         if (!known_value_type(et))
-            fail(c.file, "metadata '" + key + "' at offset " + std::to_string(at) + ": unknown array element type " +
-                             std::to_string(et));
+            fail(c.file, field + " at offset " + std::to_string(at) + ": unknown array element type " + std::to_string(et));
         v.elem_type = static_cast<ValueType>(et);
-        uint64_t n = c.read<uint64_t>(key.c_str());
-        if (n > (c.size - c.pos) / scalar_size(v.elem_type))
-            fail(c.file, "metadata '" + key + "' at offset " + std::to_string(at) + ": array count " +
-                             std::to_string(n) + " exceeds the bytes left in the file");
+        uint64_t n = c.read<uint64_t>(field, " element count");
+        if (n > c.left() / min_value_size(v.elem_type))
+            fail(c.file, field + " at offset " + std::to_string(at) + ": array count " + std::to_string(n) +
+                             " exceeds what the " + std::to_string(c.left()) + " bytes left in the file can hold");
         std::vector<Value> items;
         items.reserve(n);
-        for (uint64_t i = 0; i < n; i++) items.push_back(read_value(c, v.elem_type, key, depth + 1));
+        for (uint64_t i = 0; i < n; i++) items.push_back(read_value(c, v.elem_type, field, depth + 1));
         v.v = std::move(items);
         break;
     }
@@ -136,77 +136,21 @@ Value read_value(Cursor& c, ValueType type, const std::string& key, uint32_t dep
 }
 
 // "<prefix>-00001-of-00003.gguf" -> (prefix, 1, 3)
-bool parse_split_name(const std::string& path, std::string& prefix, int& index, int& count) {
-    static const std::regex re(R"((.*)-(\d{5})-of-(\d{5})\.gguf$)");
-    std::smatch m;
-    if (!std::regex_match(path, m, re)) return false;
-    prefix = m[1];
-    index = std::stoi(m[2]);
-    count = std::stoi(m[3]);
+bool parse_split_name(const std::string& path, std::string& prefix, uint32_t& index, uint32_t& count) {
+    constexpr std::string_view shape = "-#####-of-#####.gguf";  // '#': a decimal digit
+    if (path.size() < shape.size()) return false;
+    std::string_view tail = std::string_view(path).substr(path.size() - shape.size());
+    for (size_t i = 0; i < shape.size(); i++) {
+        bool ok = shape[i] == '#' ? tail[i] >= '0' && tail[i] <= '9' : tail[i] == shape[i];
+        if (!ok) return false;
+    }
+    prefix = path.substr(0, path.size() - shape.size());
+    index = static_cast<uint32_t>(std::stoul(std::string(tail.substr(1, 5))));
+    count = static_cast<uint32_t>(std::stoul(std::string(tail.substr(10, 5))));
     return true;
 }
 
-template <class T> bool convert(const Value& v, T& out);
-
-template <class T> bool convert_scalar(const Value& v, T& out) {
-    if constexpr (std::is_same_v<T, bool>) {
-        if (v.type != ValueType::BOOL) return false;
-        out = std::get<bool>(v.v);
-        return true;
-    } else if constexpr (std::is_same_v<T, std::string>) {
-        if (v.type != ValueType::STRING) return false;
-        out = std::get<std::string>(v.v);
-        return true;
-    } else if constexpr (std::is_floating_point_v<T>) {
-        if (auto d = std::get_if<double>(&v.v)) out = static_cast<T>(*d);
-        else if (auto u = std::get_if<uint64_t>(&v.v)) out = static_cast<T>(*u);
-        else if (auto i = std::get_if<int64_t>(&v.v)) out = static_cast<T>(*i);
-        else return false;
-        return true;
-    } else {
-        static_assert(std::is_integral_v<T>);
-        if (auto u = std::get_if<uint64_t>(&v.v)) {
-            if (*u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
-            out = static_cast<T>(*u);
-            return true;
-        }
-        if (auto i = std::get_if<int64_t>(&v.v)) {
-            if (*i < static_cast<int64_t>(std::numeric_limits<T>::min())) return false;
-            if (*i > 0 && static_cast<uint64_t>(*i) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
-            out = static_cast<T>(*i);
-            return true;
-        }
-        return false;
-    }
-}
-
-template <class T> struct is_vector : std::false_type {};
-template <class T> struct is_vector<std::vector<T>> : std::true_type {};
-
-template <class T> bool convert(const Value& v, T& out) {
-    if constexpr (is_vector<T>::value) {
-        if (!v.is_array()) return false;
-        out.clear();
-        out.reserve(v.array().size());
-        for (const Value& item : v.array()) {
-            typename T::value_type x{};
-            if (!convert(item, x)) return false;
-            out.push_back(std::move(x));
-        }
-        return true;
-    } else {
-        return convert_scalar(v, out);
-    }
-}
-
 }  // namespace
-
-const char* value_type_name(ValueType t) {
-    static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool",
-                                  "string", "array", "u64", "i64", "f64"};
-    auto i = static_cast<uint32_t>(t);
-    return i < 13 ? names[i] : "?";
-}
 
 int64_t TensorInfo::n_elements() const {
     int64_t n = 1;
@@ -226,8 +170,9 @@ Mapping::Mapping(const std::string& path) {
     if (size_ > 0) {
         void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
+            int err = errno;
             ::close(fd);
-            fail(path, std::string("mmap failed: ") + std::strerror(errno));
+            fail(path, std::string("mmap failed: ") + std::strerror(err));
         }
         data_ = static_cast<const uint8_t*>(p);
     }
@@ -241,165 +186,192 @@ Mapping::~Mapping() {
 std::unique_ptr<File> File::open(const std::string& path) {
     std::unique_ptr<File> f(new File());
     f->path_ = path;
+    f->maps_.push_back(std::make_unique<Mapping>(path));
+    Part first = f->parse(f->maps_[0]->data(), f->maps_[0]->size(), path, 0);
+
+    uint32_t count = first.split_key(KEY_SPLIT_COUNT, 1), no = first.split_key(KEY_SPLIT_NO, 0);
     std::string prefix;
-    int index = 0, count = 0;
-    std::vector<std::string> parts{path};
-    if (parse_split_name(path, prefix, index, count)) {
-        if (index != 1)
-            fail(path, "this is part " + std::to_string(index) + " of " + std::to_string(count) +
-                           " of a split model: open the first part (" + prefix + "-00001-of-" +
-                           path.substr(path.size() - 10, 5) + ".gguf)");
-        if (count < 1) fail(path, "split count is 0");
-        parts.clear();
-        char buf[32];
-        for (int i = 1; i <= count; i++) {
-            std::snprintf(buf, sizeof buf, "-%05d-of-%05d.gguf", i, count);
-            parts.push_back(prefix + buf);
-        }
+    uint32_t name_index = 0, name_count = 0;
+    bool named = parse_split_name(path, prefix, name_index, name_count);
+    if (no != 0) {
+        std::string first_part = named ? split_part_path(prefix, 1, name_count) : "the part with split.no = 0";
+        fail(path, "this is part " + std::to_string(no + 1) + " of " + std::to_string(count) +
+                       " of a split model (split.no = " + std::to_string(no) + "): open the first part, " + first_part);
     }
-    f->n_parts_ = parts.size();
-    for (size_t i = 0; i < parts.size(); i++) {
-        f->maps_.push_back(std::make_unique<Mapping>(parts[i]));
-        f->parse(f->maps_.back()->data(), f->maps_.back()->size(), parts[i], static_cast<uint32_t>(i), i == 0);
+    if (count == 0) fail(path, "split.count is 0");
+    if (count > 1 && (!named || name_index != 1 || name_count != count))
+        fail(path, "split.count is " + std::to_string(count) + " but the file name does not follow " +
+                       split_part_path("<name>", 1, count) + ", so the other parts cannot be found");
+
+    uint64_t tensors_declared = first.split_key(KEY_SPLIT_TENSORS_COUNT, 0);
+    bool has_tensors_count = first.find(KEY_SPLIT_TENSORS_COUNT) != nullptr;
+    f->add_part(std::move(first), true);
+    for (uint32_t i = 2; i <= count; i++) {
+        std::string part_path = split_part_path(prefix, i, count);
+        f->maps_.push_back(std::make_unique<Mapping>(part_path));
+        Part part = f->parse(f->maps_.back()->data(), f->maps_.back()->size(), part_path, i - 1);
+        if (part.split_key(KEY_SPLIT_NO, UINT32_MAX) != i - 1 || part.split_key(KEY_SPLIT_COUNT, 0) != count)
+            fail(part_path, "expected split.no = " + std::to_string(i - 1) + " and split.count = " +
+                                std::to_string(count) + " in part " + std::to_string(i) + " of " + path);
+        f->add_part(std::move(part), false);
     }
-    if (parts.size() > 1) {
-        auto declared = f->get_or<uint16_t>("split.count", 0);
-        if (declared != parts.size())
-            fail(path, "split.count is " + std::to_string(declared) + " but the file name says " +
-                           std::to_string(parts.size()) + " parts");
-    }
+    if (count > 1 && has_tensors_count && f->tensors_.size() != tensors_declared)
+        fail(path, "split.tensors.count is " + std::to_string(tensors_declared) + " but the " + std::to_string(count) +
+                       " parts hold " + std::to_string(f->tensors_.size()) + " tensors");
     return f;
 }
 
 std::unique_ptr<File> File::from_memory(const uint8_t* data, size_t size, const std::string& name) {
     std::unique_ptr<File> f(new File());
     f->path_ = name;
-    f->parse(data, size, name, 0, true);
+    f->add_part(f->parse(data, size, name, 0), true);
     return f;
 }
 
-void File::parse(const uint8_t* data, size_t size, const std::string& name, uint32_t file_index, bool first) {
-    Cursor c{data, size, 0, name};
+// Merges a parsed part: metadata from the first part only (gguf-split puts it there), tensors
+// from every part, their names unique across parts.
+void File::add_part(Part part, bool first) {
+    if (first) {
+        version_ = part.version;
+        alignment_ = part.alignment;
+        for (auto& [key, value] : part.kv) {
+            kv_index_[key] = kv_.size();
+            kv_.emplace_back(std::move(key), std::move(value));
+        }
+    }
+    for (TensorInfo& t : part.tensors) {
+        if (auto it = tensor_index_.find(t.name); it != tensor_index_.end())
+            fail(part.path, "duplicate tensor name '" + t.name + "' (also in " + part_paths_[tensors_[it->second].file_index] + ")");
+        tensor_index_[t.name] = tensors_.size();
+        tensors_.push_back(std::move(t));
+    }
+    part_paths_.push_back(part.path);
+    part_sizes_.push_back(part.size);
+    n_parts_ = part_paths_.size();
+}
+
+File::Part File::parse(const uint8_t* data, size_t size, const std::string& name, uint32_t file_index) {
+    Part part;
+    part.path = name;
+    part.size = size;
+    Cursor c{data, size, name};
+
     uint32_t magic = c.read<uint32_t>("magic");
     if (magic != GGUF_MAGIC) {
         char got[5] = {};
         std::memcpy(got, &magic, 4);
-        for (char& ch : got) if (ch && (ch < 32 || ch > 126)) ch = '?';
+        for (char& ch : got)
+            if (ch && (ch < 32 || ch > 126)) ch = '?';
         fail(name, std::string("bad magic '") + got + "' at offset 0 (expected 'GGUF'): not a GGUF file");
     }
-    uint32_t version = c.read<uint32_t>("version");
-    if (version != 2 && version != 3)
-        fail(name, "unsupported GGUF version " + std::to_string(version) + " at offset 4 (supported: 2, 3)");
-    if (first) version_ = version;
+    part.version = c.read<uint32_t>("version");
+    if (part.version == 0x02000000 || part.version == 0x03000000)
+        fail(name, "version at offset 4 is byte-swapped: big-endian GGUF files are not supported");
+    if (part.version != 2 && part.version != 3)
+        fail(name, "unsupported GGUF version " + std::to_string(part.version) + " at offset 4 (supported: 2, 3)");
     uint64_t n_tensors = c.read<uint64_t>("tensor count");
     uint64_t n_kv = c.read<uint64_t>("metadata count");
-    // Each tensor info needs >= 24 bytes, each key/value >= 13: reject impossible counts up front.
-    if (n_tensors > (size - c.pos) / 24)
-        fail(name, "tensor count " + std::to_string(n_tensors) + " at offset 8 is larger than the file allows");
-    if (n_kv > (size - c.pos) / 13)
-        fail(name, "metadata count " + std::to_string(n_kv) + " at offset 16 is larger than the file allows");
+    // A tensor info takes at least 32 bytes, a key/value at least 14: refuse impossible counts up front.
+    if (n_tensors > c.left() / 32)
+        fail(name, "tensor count " + std::to_string(n_tensors) + " at offset 8 is more than the file can hold");
+    if (n_kv > c.left() / 14)
+        fail(name, "metadata count " + std::to_string(n_kv) + " at offset 16 is more than the file can hold");
 
-    uint64_t alignment = 32;
-    std::map<std::string, size_t, std::less<>> part_keys;
+    std::map<std::string, size_t, std::less<>> seen_keys;
     for (uint64_t i = 0; i < n_kv; i++) {
         size_t at = c.pos;
-        std::string key = c.read_string("metadata key");
-        if (key.empty()) fail(name, "empty metadata key at offset " + std::to_string(at));
-        if (!valid_utf8(key)) fail(name, "metadata key at offset " + std::to_string(at) + " is not valid UTF-8");
-        if (part_keys.count(key)) fail(name, "duplicate metadata key '" + key + "' at offset " + std::to_string(at));
-        part_keys[key] = i;
-        size_t tat = c.pos;
-        uint32_t t = c.read<uint32_t>("metadata type");
+        std::string key = c.read_string("metadata key " + std::to_string(i));
+        if (key.empty()) fail(name, "metadata key " + std::to_string(i) + " at offset " + std::to_string(at) + " is empty");
+        if (!valid_utf8(key)) fail(name, "metadata key " + std::to_string(i) + " at offset " + std::to_string(at) + " is not valid UTF-8");
+        if (seen_keys.count(key)) fail(name, "duplicate metadata key '" + key + "' at offset " + std::to_string(at));
+        seen_keys[key] = i;
+        std::string field = "metadata '" + key + "'";
+        size_t type_at = c.pos;
+        uint32_t t = c.read<uint32_t>(field, " type");
         if (!known_value_type(t))
-            fail(name, "metadata '" + key + "' at offset " + std::to_string(tat) + ": unknown value type " +
-                           std::to_string(t));
-        Value v = read_value(c, static_cast<ValueType>(t), key, 0);
+            fail(name, field + " at offset " + std::to_string(type_at) + ": unknown value type " + std::to_string(t));
+        Value v = read_value(c, static_cast<ValueType>(t), field, 0);
         if (key == "general.alignment") {
-            uint32_t a = 0;
-            if (v.type != ValueType::UINT32 || !convert(v, a) || a == 0 || (a & (a - 1)) != 0)
-                fail(name, "general.alignment at offset " + std::to_string(at) + " must be a power-of-two u32");
-            alignment = a;
+            const auto* a = std::get_if<uint64_t>(&v.v);
+            if (v.type != ValueType::UINT32 || *a == 0 || (*a & (*a - 1)) != 0)
+                fail(name, "general.alignment at offset " + std::to_string(at) + " must be a u32 power of two");
+            part.alignment = *a;
         }
-        if (first) {
-            kv_index_[key] = kv_.size();
-            kv_.emplace_back(std::move(key), std::move(v));
-        }
+        part.kv.emplace_back(std::move(key), std::move(v));
     }
-    if (first) alignment_ = alignment;
 
-    struct Raw { TensorInfo info; size_t at; };
-    std::vector<Raw> raw;
-    raw.reserve(n_tensors);
+    std::vector<size_t> info_at;  // where each tensor info starts, for messages
+    std::map<std::string, size_t, std::less<>> seen_names;
     for (uint64_t i = 0; i < n_tensors; i++) {
         size_t at = c.pos;
         TensorInfo t;
-        t.name = c.read_string("tensor name");
-        if (!valid_utf8(t.name)) fail(name, "tensor name at offset " + std::to_string(at) + " is not valid UTF-8");
-        uint32_t n_dims = c.read<uint32_t>("tensor dimension count");
+        t.name = c.read_string("tensor " + std::to_string(i) + " name");
+        if (t.name.empty()) fail(name, "tensor " + std::to_string(i) + " at offset " + std::to_string(at) + " has an empty name");
+        if (!valid_utf8(t.name)) fail(name, "tensor " + std::to_string(i) + " name at offset " + std::to_string(at) + " is not valid UTF-8");
+        std::string where = "tensor '" + t.name + "' (info at offset " + std::to_string(at) + ")";
+        if (seen_names.count(t.name)) fail(name, where + ": duplicate tensor name");
+        seen_names[t.name] = i;
+        uint32_t n_dims = c.read<uint32_t>(where, " dimension count");
         if (n_dims == 0 || n_dims > MAX_DIMS)
-            fail(name, "tensor '" + t.name + "' at offset " + std::to_string(at) + ": " + std::to_string(n_dims) +
-                           " dimensions (1 to 4 allowed)");
+            fail(name, where + ": " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");
         uint64_t n_el = 1;
         for (uint32_t d = 0; d < n_dims; d++) {
-            int64_t dim = c.read<int64_t>("tensor dimension");
-            if (dim <= 0)
-                fail(name, "tensor '" + t.name + "' at offset " + std::to_string(at) + ": dimension " +
-                               std::to_string(d) + " is " + std::to_string(dim));
-            if (n_el > static_cast<uint64_t>(INT64_MAX) / static_cast<uint64_t>(dim))
-                fail(name, "tensor '" + t.name + "' at offset " + std::to_string(at) +
-                               ": element count overflows 64 bits");
+            int64_t dim = c.read<int64_t>(where, " dimension");
+            if (dim < 0) fail(name, where + ": dimension " + std::to_string(d) + " is " + std::to_string(dim));
+            if (dim > 0 && n_el > static_cast<uint64_t>(INT64_MAX) / static_cast<uint64_t>(dim))
+                fail(name, where + ": the element count (product of the dimensions) overflows 64 bits");
             n_el *= static_cast<uint64_t>(dim);
             t.dims.push_back(dim);
         }
-        uint32_t type = c.read<uint32_t>("tensor type");
+        size_t type_at = c.pos;
+        uint32_t type = c.read<uint32_t>(where, " type");
         const TypeTraits* tr = type_traits(type);
-        if (!tr)
-            fail(name, "tensor '" + t.name + "' at offset " + std::to_string(at) + ": unknown tensor type " +
-                           std::to_string(type));
+        if (!tr) fail(name, where + ": unknown tensor type " + std::to_string(type) + " at offset " + std::to_string(type_at));
         t.type = tr->type;
         if (t.dims[0] % tr->block_size != 0)
-            fail(name, "tensor '" + t.name + "': row of " + std::to_string(t.dims[0]) + " elements is not a multiple of " +
-                           tr->name + "'s block size " + std::to_string(tr->block_size));
-        uint64_t blocks = n_el / tr->block_size;
-        if (blocks > UINT64_MAX / tr->bytes_per_block)
-            fail(name, "tensor '" + t.name + "': byte size overflows 64 bits");
+            fail(name, where + ": a row of " + std::to_string(t.dims[0]) + " elements is not a multiple of " + tr->name +
+                           "'s block size " + std::to_string(tr->block_size));
+        uint64_t blocks = n_el / static_cast<uint64_t>(tr->block_size);
+        if (blocks > UINT64_MAX / tr->bytes_per_block) fail(name, where + ": the byte size overflows 64 bits");
         t.n_bytes = blocks * tr->bytes_per_block;
-        t.offset = c.read<uint64_t>("tensor offset");
+        t.offset = c.read<uint64_t>(where, " data offset");
         t.file_index = file_index;
-        raw.push_back({std::move(t), at});
+        part.tensors.push_back(std::move(t));
+        info_at.push_back(at);
     }
 
-    // Data section starts at the next multiple of the alignment.
-    uint64_t data_start = (c.pos + alignment - 1) / alignment * alignment;
+    // The data section starts at the next multiple of the alignment; tensor offsets are relative to it.
+    uint64_t data_start = align_up(c.pos, part.alignment);
     if (n_tensors > 0 && data_start > size)
-        fail(name, "data section would start at offset " + std::to_string(data_start) + ", past the end of the file");
+        fail(name, "truncated: the data section would start at offset " + std::to_string(data_start) +
+                       ", past the end of the file (" + std::to_string(size) + " bytes)");
     uint64_t data_size = n_tensors > 0 ? size - data_start : 0;
 
-    std::vector<std::pair<uint64_t, size_t>> spans;  // (offset, index into raw) to detect overlaps
-    for (size_t i = 0; i < raw.size(); i++) {
-        TensorInfo& t = raw[i].info;
-        std::string where = "tensor '" + t.name + "' (info at offset " + std::to_string(raw[i].at) + ")";
-        if (t.offset % alignment != 0)
-            fail(name, where + ": data offset " + std::to_string(t.offset) + " is not aligned to " +
-                           std::to_string(alignment));
+    std::vector<size_t> order(part.tensors.size());
+    for (size_t i = 0; i < order.size(); i++) {
+        TensorInfo& t = part.tensors[i];
+        std::string where = "tensor '" + t.name + "' (info at offset " + std::to_string(info_at[i]) + ")";
+        if (t.offset % part.alignment != 0)
+            fail(name, where + ": data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
+                           std::to_string(part.alignment));
         if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-            fail(name, where + ": data [" + std::to_string(data_start + t.offset) + ", " +
-                           std::to_string(data_start + t.offset + t.n_bytes) + ") ends past end of file (" +
-                           std::to_string(size) + " bytes)");
-        t.data = data + data_start + t.offset;
-        if (tensor_index_.count(t.name)) fail(name, where + ": duplicate tensor name");
-        spans.emplace_back(t.offset, i);
-        tensor_index_[t.name] = tensors_.size() + i;
+            fail(name, where + ": its " + std::to_string(t.n_bytes) + " bytes at data offset " + std::to_string(t.offset) +
+                           " (file offset " + std::to_string(data_start + std::min(t.offset, data_size)) +
+                           ") end past the end of the file (" + std::to_string(size) + " bytes)");
+        t.file_offset = data_start + t.offset;
+        t.data = data + t.file_offset;
+        order[i] = i;
     }
-    std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); i++) {
-        const TensorInfo& a = raw[spans[i - 1].second].info;
-        const TensorInfo& b = raw[spans[i].second].info;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return part.tensors[a].offset < part.tensors[b].offset; });
+    for (size_t k = 1; k < order.size(); k++) {
+        const TensorInfo& a = part.tensors[order[k - 1]];
+        const TensorInfo& b = part.tensors[order[k]];
         if (a.offset + a.n_bytes > b.offset)
-            fail(name, "tensors '" + a.name + "' and '" + b.name + "' overlap in the data section");
+            fail(name, "tensors '" + a.name + "' [" + std::to_string(a.file_offset) + ", " + std::to_string(a.file_offset + a.n_bytes) +
+                           ") and '" + b.name + "' [" + std::to_string(b.file_offset) + ", " +
+                           std::to_string(b.file_offset + b.n_bytes) + ") overlap");
     }
-    for (Raw& r : raw) tensors_.push_back(std::move(r.info));
-    part_sizes_.push_back(size);
+    return part;
 }
 
 uint64_t File::file_size() const {
@@ -407,60 +379,6 @@ uint64_t File::file_size() const {
     for (uint64_t s : part_sizes_) n += s;
     return n;
 }
-
-std::string File::architecture() const {
-    const Value* v = find("general.architecture");
-    return v && v->type == ValueType::STRING ? std::get<std::string>(v->v) : std::string();
-}
-
-std::string File::resolve(std::string_view key) const {
-    if (!key.empty() && key[0] == '.') return architecture() + std::string(key);
-    return std::string(key);
-}
-
-bool File::has(std::string_view key) const { return find(key) != nullptr; }
-
-const Value* File::find(std::string_view key) const {
-    auto it = kv_index_.find(resolve(key));
-    return it == kv_index_.end() ? nullptr : &kv_[it->second].second;
-}
-
-template <class T> T File::get(std::string_view key) const {
-    std::string full = resolve(key);
-    const Value* v = find(key);
-    if (!v) fail(path_, "missing metadata key '" + full + "'");
-    T out{};
-    if (!convert(*v, out))
-        fail(path_, "metadata key '" + full + "' has type " + value_type_name(v->type) +
-                        (v->is_array() ? std::string(" of ") + value_type_name(v->elem_type) : std::string()) +
-                        ", which does not convert to the requested type");
-    return out;
-}
-
-#define GGUF_INSTANTIATE(T) template T File::get<T>(std::string_view) const;
-GGUF_INSTANTIATE(bool)
-GGUF_INSTANTIATE(uint8_t)
-GGUF_INSTANTIATE(int8_t)
-GGUF_INSTANTIATE(uint16_t)
-GGUF_INSTANTIATE(int16_t)
-GGUF_INSTANTIATE(uint32_t)
-GGUF_INSTANTIATE(int32_t)
-GGUF_INSTANTIATE(uint64_t)
-GGUF_INSTANTIATE(int64_t)
-GGUF_INSTANTIATE(float)
-GGUF_INSTANTIATE(double)
-GGUF_INSTANTIATE(std::string)
-GGUF_INSTANTIATE(std::vector<bool>)
-GGUF_INSTANTIATE(std::vector<uint8_t>)
-GGUF_INSTANTIATE(std::vector<int8_t>)
-GGUF_INSTANTIATE(std::vector<uint32_t>)
-GGUF_INSTANTIATE(std::vector<int32_t>)
-GGUF_INSTANTIATE(std::vector<uint64_t>)
-GGUF_INSTANTIATE(std::vector<int64_t>)
-GGUF_INSTANTIATE(std::vector<float>)
-GGUF_INSTANTIATE(std::vector<double>)
-GGUF_INSTANTIATE(std::vector<std::string>)
-#undef GGUF_INSTANTIATE
 
 const TensorInfo* File::find_tensor(std::string_view name) const {
     auto it = tensor_index_.find(name);

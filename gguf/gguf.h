@@ -36,6 +36,15 @@ struct Value {
 
     bool is_array() const { return type == ValueType::ARRAY; }
     const std::vector<Value>& array() const { return std::get<std::vector<Value>>(v); }
+    bool operator==(const Value&) const = default;
+
+    // Well-formed values for the writer; a number that does not fit the type throws gguf::Error.
+    static Value make_uint(ValueType t, uint64_t x);  // UINT8, UINT16, UINT32, UINT64
+    static Value make_int(ValueType t, int64_t x);    // INT8, INT16, INT32, INT64
+    static Value make_float(ValueType t, double x);   // FLOAT32, FLOAT64
+    static Value make_bool(bool b);
+    static Value make_string(std::string s);
+    static Value make_array(ValueType elem_type, std::vector<Value> items);  // items must be elem_type
 };
 
 struct TensorInfo {
@@ -45,6 +54,7 @@ struct TensorInfo {
     uint64_t offset = 0;        // relative to the data section of its file
     uint64_t n_bytes = 0;
     uint32_t file_index = 0;    // which split part holds it
+    uint64_t file_offset = 0;   // absolute offset of the data in that part
     const uint8_t* data = nullptr;  // points into the mmap'd file, never copied
 
     int64_t n_elements() const;
@@ -69,7 +79,8 @@ private:
 
 class File {
 public:
-    // Opens `path`; for `<name>-00001-of-0000N.gguf` opens and merges all N parts.
+    // Opens `path`. A split model (split.count > 1, named `<name>-00001-of-0000N.gguf`) is opened
+    // from its first part and merges all N parts; opening another part is an error naming the first.
     static std::unique_ptr<File> open(const std::string& path);
     // Parses an in-memory image (tests, fuzzing). `name` is used in error messages. The buffer must
     // outlive the File.
@@ -80,6 +91,7 @@ public:
     uint64_t alignment() const { return alignment_; }
     uint64_t file_size() const;  // sum over all split parts
     size_t n_parts() const { return n_parts_; }
+    const std::vector<std::string>& part_paths() const { return part_paths_; }
     std::string architecture() const;  // general.architecture, or "" when absent
 
     // Metadata in file order.
@@ -99,11 +111,14 @@ public:
     const TensorInfo& tensor(std::string_view name) const;  // throws naming the tensor when missing
 
 private:
+    struct Part;
     File() = default;
-    void parse(const uint8_t* data, size_t size, const std::string& name, uint32_t file_index, bool first);
+    Part parse(const uint8_t* data, size_t size, const std::string& name, uint32_t file_index);
+    void add_part(Part part, bool first);
     std::string resolve(std::string_view key) const;
 
     std::string path_;
+    std::vector<std::string> part_paths_;
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
     size_t n_parts_ = 1;
@@ -115,11 +130,13 @@ private:
     std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
-// Builds a GGUF v3 file in memory: metadata in insertion order, tensors aligned.
+// Builds a GGUF v3 file in memory: metadata in insertion order, tensors aligned (and padded to the
+// alignment, as ggml does). An alignment other than 32 is recorded as general.alignment.
+// Invalid keys, values and tensors throw gguf::Error naming them.
 class Writer {
 public:
-    explicit Writer(uint64_t alignment = 32) : alignment_(alignment) {}
-    void set(const std::string& key, Value value);
+    explicit Writer(uint64_t alignment = 32);
+    void set(const std::string& key, Value value);  // replaces an existing key in place
     void set_u32(const std::string& key, uint32_t v);
     void set_i32(const std::string& key, int32_t v);
     void set_f32(const std::string& key, float v);
@@ -131,6 +148,10 @@ public:
                     const void* data, size_t n_bytes);
     std::vector<uint8_t> bytes() const;
     void write(const std::string& path) const;
+    // Writes `<prefix>-0000i-of-0000N.gguf` for i = 1..n_parts as gguf-split does: tensors in order,
+    // in contiguous runs of about equal count; all metadata in part 1; split.* keys in every part.
+    // Returns the paths. 1 <= n_parts <= number of tensors.
+    std::vector<std::string> write_split(const std::string& prefix, uint32_t n_parts) const;
 
 private:
     struct PendingTensor {
@@ -139,6 +160,10 @@ private:
         std::vector<int64_t> dims;
         std::vector<uint8_t> data;
     };
+    // One file image from a metadata list and a run of tensors.
+    std::vector<uint8_t> image(const std::vector<std::pair<std::string, Value>>& kv, size_t first_tensor,
+                               size_t n_tensors) const;
+
     uint64_t alignment_;
     std::vector<std::pair<std::string, Value>> kv_;
     std::vector<PendingTensor> tensors_;

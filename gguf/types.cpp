@@ -2,8 +2,11 @@
 #include "gguf/types.h"
 
 #include "gguf/blocks.h"
+#include "gguf/quants.h"
 #include "gguf/quants_impl.h"
 
+#include <array>
+#include <cassert>
 #include <cctype>
 #include <cstring>
 
@@ -13,50 +16,74 @@ namespace {
 
 using namespace ref;
 
+// Adapts a typed public quantizer (gguf/quants.h) to the table's untyped signature.
+template <class Block, void (*F)(const float*, Block*, int64_t)>
+void quantize_as(const float* x, void* y, int64_t n) {
+    F(x, static_cast<Block*>(y), n);
+}
+
+// In ggml id order. Types without a dequantizer (integers, f64) are storage-only.
 const TypeTraits TABLE[] = {
     {Type::F32, "f32", 1, 4, dequantize_f32, quantize_f32},
     {Type::F16, "f16", 1, 2, dequantize_f16, quantize_f16},
-    {Type::BF16, "bf16", 1, 2, dequantize_bf16, quantize_bf16},
-    {Type::Q4_0, "q4_0", QK4_0, sizeof(block_q4_0), dequantize_q4_0, nullptr},
-    {Type::Q4_1, "q4_1", QK4_1, sizeof(block_q4_1), nullptr, nullptr},
-    {Type::Q5_0, "q5_0", QK5_0, sizeof(block_q5_0), nullptr, nullptr},
-    {Type::Q5_1, "q5_1", QK5_1, sizeof(block_q5_1), nullptr, nullptr},
-    {Type::Q8_0, "q8_0", QK8_0, sizeof(block_q8_0), dequantize_q8_0, quantize_q8_0},
-    {Type::Q8_1, "q8_1", QK8_1, sizeof(block_q8_1), nullptr, nullptr},
-    {Type::Q2_K, "q2_K", QK_K, sizeof(block_q2_K), nullptr, nullptr},
-    {Type::Q3_K, "q3_K", QK_K, sizeof(block_q3_K), nullptr, nullptr},
-    {Type::Q4_K, "q4_K", QK_K, sizeof(block_q4_K), nullptr, nullptr},
-    {Type::Q5_K, "q5_K", QK_K, sizeof(block_q5_K), nullptr, nullptr},
-    {Type::Q6_K, "q6_K", QK_K, sizeof(block_q6_K), nullptr, nullptr},
-    {Type::Q8_K, "q8_K", QK_K, sizeof(block_q8_K), nullptr, nullptr},
-    {Type::IQ2_XXS, "iq2_xxs", QK_K, sizeof(block_iq2_xxs), nullptr, nullptr},
-    {Type::IQ2_XS, "iq2_xs", QK_K, sizeof(block_iq2_xs), nullptr, nullptr},
-    {Type::IQ2_S, "iq2_s", QK_K, sizeof(block_iq2_s), nullptr, nullptr},
-    {Type::IQ3_XXS, "iq3_xxs", QK_K, sizeof(block_iq3_xxs), nullptr, nullptr},
-    {Type::IQ3_S, "iq3_s", QK_K, sizeof(block_iq3_s), nullptr, nullptr},
-    {Type::IQ1_S, "iq1_s", QK_K, sizeof(block_iq1_s), nullptr, nullptr},
-    {Type::IQ1_M, "iq1_m", QK_K, sizeof(block_iq1_m), nullptr, nullptr},
-    {Type::IQ4_NL, "iq4_nl", QK4_NL, sizeof(block_iq4_nl), nullptr, nullptr},
-    {Type::IQ4_XS, "iq4_xs", QK_K, sizeof(block_iq4_xs), nullptr, nullptr},
-    {Type::TQ1_0, "tq1_0", QK_K, sizeof(block_tq1_0), nullptr, nullptr},
-    {Type::TQ2_0, "tq2_0", QK_K, sizeof(block_tq2_0), nullptr, nullptr},
-    {Type::MXFP4, "mxfp4", QK_MXFP4, sizeof(block_mxfp4), nullptr, nullptr},
+    {Type::Q4_0, "q4_0", QK4_0, sizeof(block_q4_0), dequantize_q4_0, quantize_as<block_q4_0, quantize_row_q4_0>},
+    {Type::Q4_1, "q4_1", QK4_1, sizeof(block_q4_1), dequantize_q4_1, quantize_as<block_q4_1, quantize_row_q4_1>},
+    {Type::Q5_0, "q5_0", QK5_0, sizeof(block_q5_0), dequantize_q5_0, quantize_as<block_q5_0, quantize_row_q5_0>},
+    {Type::Q5_1, "q5_1", QK5_1, sizeof(block_q5_1), dequantize_q5_1, quantize_as<block_q5_1, quantize_row_q5_1>},
+    {Type::Q8_0, "q8_0", QK8_0, sizeof(block_q8_0), dequantize_q8_0, quantize_as<block_q8_0, quantize_row_q8_0>},
+    {Type::Q8_1, "q8_1", QK8_1, sizeof(block_q8_1), dequantize_q8_1, quantize_as<block_q8_1, quantize_row_q8_1>},
+    {Type::Q2_K, "q2_K", QK_K, sizeof(block_q2_K), dequantize_q2_K, nullptr},
+    {Type::Q3_K, "q3_K", QK_K, sizeof(block_q3_K), dequantize_q3_K, nullptr},
+    {Type::Q4_K, "q4_K", QK_K, sizeof(block_q4_K), dequantize_q4_K, nullptr},
+    {Type::Q5_K, "q5_K", QK_K, sizeof(block_q5_K), dequantize_q5_K, nullptr},
+    {Type::Q6_K, "q6_K", QK_K, sizeof(block_q6_K), dequantize_q6_K, nullptr},
+    {Type::Q8_K, "q8_K", QK_K, sizeof(block_q8_K), dequantize_q8_K, quantize_as<block_q8_K, quantize_row_q8_K>},
+    {Type::IQ2_XXS, "iq2_xxs", QK_K, sizeof(block_iq2_xxs), dequantize_iq2_xxs, nullptr},
+    {Type::IQ2_XS, "iq2_xs", QK_K, sizeof(block_iq2_xs), dequantize_iq2_xs, nullptr},
+    {Type::IQ3_XXS, "iq3_xxs", QK_K, sizeof(block_iq3_xxs), dequantize_iq3_xxs, nullptr},
+    {Type::IQ1_S, "iq1_s", QK_K, sizeof(block_iq1_s), dequantize_iq1_s, nullptr},
+    {Type::IQ4_NL, "iq4_nl", QK4_NL, sizeof(block_iq4_nl), dequantize_iq4_nl, nullptr},
+    {Type::IQ3_S, "iq3_s", QK_K, sizeof(block_iq3_s), dequantize_iq3_s, nullptr},
+    {Type::IQ2_S, "iq2_s", QK_K, sizeof(block_iq2_s), dequantize_iq2_s, nullptr},
+    {Type::IQ4_XS, "iq4_xs", QK_K, sizeof(block_iq4_xs), dequantize_iq4_xs, nullptr},
     {Type::I8, "i8", 1, 1, nullptr, nullptr},
     {Type::I16, "i16", 1, 2, nullptr, nullptr},
     {Type::I32, "i32", 1, 4, nullptr, nullptr},
     {Type::I64, "i64", 1, 8, nullptr, nullptr},
     {Type::F64, "f64", 1, 8, nullptr, nullptr},
+    {Type::IQ1_M, "iq1_m", QK_K, sizeof(block_iq1_m), dequantize_iq1_m, nullptr},
+    {Type::BF16, "bf16", 1, 2, dequantize_bf16, quantize_bf16},
+    {Type::TQ1_0, "tq1_0", QK_K, sizeof(block_tq1_0), dequantize_tq1_0, nullptr},
+    {Type::TQ2_0, "tq2_0", QK_K, sizeof(block_tq2_0), dequantize_tq2_0, nullptr},
+    {Type::MXFP4, "mxfp4", QK_MXFP4, sizeof(block_mxfp4), dequantize_mxfp4, nullptr},
+    {Type::NVFP4, "nvfp4", QK_NVFP4, sizeof(block_nvfp4), dequantize_nvfp4, nullptr},
+    {Type::Q1_0, "q1_0", QK1_0, sizeof(block_q1_0), dequantize_q1_0, nullptr},
+    {Type::Q2_0, "q2_0", QK2_0, sizeof(block_q2_0), dequantize_q2_0, nullptr},
 };
+
+constexpr uint32_t MAX_ID = 64;
+
+// id -> entry, so lookups in hot loops cost one load.
+const std::array<const TypeTraits*, MAX_ID>& by_id() {
+    static const std::array<const TypeTraits*, MAX_ID> index = [] {
+        std::array<const TypeTraits*, MAX_ID> a{};
+        for (const TypeTraits& t : TABLE) a[static_cast<uint32_t>(t.type)] = &t;
+        return a;
+    }();
+    return index;
+}
 
 }  // namespace
 
-const TypeTraits* type_traits(uint32_t id) {
-    for (const TypeTraits& t : TABLE)
-        if (static_cast<uint32_t>(t.type) == id) return &t;
-    return nullptr;
+const TypeTraits* type_traits(uint32_t id) { return id < MAX_ID ? by_id()[id] : nullptr; }
+
+const TypeTraits& type_traits(Type t) {
+    const TypeTraits* tr = type_traits(static_cast<uint32_t>(t));
+    assert(tr && "gguf::type_traits: not a known type");
+    return *tr;
 }
 
-const TypeTraits& type_traits(Type t) { return *type_traits(static_cast<uint32_t>(t)); }
+std::span<const TypeTraits> all_types() { return TABLE; }
 
 std::string_view type_name(Type t) { return type_traits(t).name; }
 

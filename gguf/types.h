@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace gguf {
@@ -14,7 +15,7 @@ enum class Type : uint32_t {
     Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
     IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
     IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-    TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+    TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41, Q2_0 = 42,
 };
 
 using DequantizeFn = void (*)(const void* blocks, float* out, int64_t n);  // n: multiple of block_size
@@ -31,7 +32,9 @@ struct TypeTraits {
 
 // nullptr for ids that are not known types.
 const TypeTraits* type_traits(uint32_t id);
-const TypeTraits& type_traits(Type t);
+const TypeTraits& type_traits(Type t);  // t must be a known type (asserts)
+// Every known type, in ggml id order.
+std::span<const TypeTraits> all_types();
 std::string_view type_name(Type t);
 std::optional<Type> type_from_name(std::string_view name);  // case-insensitive ("Q4_K", "q4_k")
 

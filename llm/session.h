@@ -33,6 +33,7 @@ struct TokenStep {
     float logprob = 0.0f;                                // log-softmax of the sampled id (raw logits)
     std::vector<std::pair<int32_t, float>> top_logprobs;  // when GenerateOptions::n_top_logprobs > 0
     std::vector<std::pair<int32_t, float>> top_logits;    // raw logits, when n_top_logits > 0
+    const float* logits = nullptr;  // all n_vocab raw logits of this step; valid only inside on_token
 };
 
 struct GenerateOptions {

@@ -1,0 +1,36 @@
+// Internals shared by the GGUF reader (gguf.cpp), metadata access (metadata.cpp) and writer (writer.cpp).
+#pragma once
+
+#include "gguf/gguf.h"
+
+#include <string>
+#include <string_view>
+
+namespace gguf::detail {
+
+constexpr uint32_t GGUF_MAGIC = 0x46554747;  // "GGUF" read as a little-endian u32
+constexpr uint32_t GGUF_VERSION = 3;         // what the writer writes; the reader takes 2 and 3
+constexpr uint64_t DEFAULT_ALIGNMENT = 32;
+constexpr uint32_t MAX_DIMS = 4;             // ggml's GGML_MAX_DIMS
+constexpr uint32_t MAX_ARRAY_DEPTH = 8;      // nested metadata arrays deeper than this are refused
+
+// Split models as llama.cpp's gguf-split writes them: every part carries these keys (u16, u16,
+// i32); split.no counts from 0; only the first part holds the model's metadata.
+constexpr const char* KEY_SPLIT_NO = "split.no";
+constexpr const char* KEY_SPLIT_COUNT = "split.count";
+constexpr const char* KEY_SPLIT_TENSORS_COUNT = "split.tensors.count";
+
+// Throws gguf::Error("[gguf] <where>: <what>").
+[[noreturn]] void fail(const std::string& where, const std::string& what);
+
+bool valid_utf8(std::string_view s);
+
+// The variant holds the alternative `v.type` needs (array elements are checked by make_array).
+bool well_formed(const Value& v);
+
+// "<prefix>-00002-of-00005.gguf" for part 2 of 5 (1-based, as in the file names).
+std::string split_part_path(const std::string& prefix, uint32_t part, uint32_t count);
+
+inline uint64_t align_up(uint64_t x, uint64_t alignment) { return (x + alignment - 1) / alignment * alignment; }
+
+}  // namespace gguf::detail

@@ -1,0 +1,191 @@
+// read_config: GGUF metadata -> ModelConfig. Per-architecture facts (rope layout, biases, norms,
+// gating) follow llama.cpp's model definitions, which the golden files were made with.
+#include "llm/config.h"
+
+#include "gguf/gguf.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace llm {
+
+namespace {
+
+[[noreturn]] void fail(const gguf::File& f, const std::string& msg) {
+    throw std::runtime_error("[model] " + f.path() + ": " + msg);
+}
+
+const char* const SUPPORTED[] = {"llama",   "qwen2",     "qwen3",       "qwen3moe", "olmoe",   "deepseek2", "glm4moe",
+                                 "qwen3next", "qwen35", "qwen35moe", "kimi-linear", "gpt-oss"};
+
+bool is_one_of(const std::string& arch, std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return arch == n; });
+}
+
+// Some keys are a scalar in most files and a per-layer array in others (kimi-linear head_count_kv).
+std::vector<int> per_layer(const gguf::File& f, const std::string& key, int n_layer, int fallback) {
+    const gguf::Value* v = f.find(key);
+    if (!v) return std::vector<int>(n_layer, fallback);
+    if (v->is_array()) {
+        auto a = f.get<std::vector<int32_t>>(key);
+        if (static_cast<int>(a.size()) != n_layer)
+            fail(f, key + " has " + std::to_string(a.size()) + " entries for " + std::to_string(n_layer) + " layers");
+        return {a.begin(), a.end()};
+    }
+    return std::vector<int>(n_layer, f.get<int32_t>(key));
+}
+
+void read_rope(const gguf::File& f, ModelConfig& c) {
+    const std::string& a = c.arch;
+    if (is_one_of(a, {"llama", "deepseek2"})) c.rope.type = RopeType::NORM;
+    else if (a == "kimi-linear") c.rope.type = RopeType::NONE;  // its MLA layers carry no RoPE
+    else c.rope.type = RopeType::NEOX;  // qwen*, olmoe, glm4moe, gpt-oss; qwen35's multi-section is NEOX-shaped
+    c.rope.n_dims = f.get_or<int32_t>(".rope.dimension_count", c.head_dim_k);
+    c.rope.freq_base = f.get_or<float>(".rope.freq_base", 10000.0f);
+    if (f.has(".rope.dimension_sections")) {
+        auto s = f.get<std::vector<int32_t>>(".rope.dimension_sections");
+        c.rope.sections.assign(s.begin(), s.end());
+    }
+    std::string scaling = f.get_or<std::string>(".rope.scaling.type", "none");
+    float factor = f.get_or<float>(".rope.scaling.factor", 0.0f);
+    if (scaling == "linear" && factor > 0) c.rope.freq_scale = 1.0f / factor;
+    if (scaling == "yarn") {
+        c.rope.yarn = true;
+        c.rope.freq_scale = factor > 0 ? 1.0f / factor : 1.0f;
+        c.rope.yarn_orig_ctx = f.get_or<int32_t>(".rope.scaling.original_context_length", c.n_ctx_train);
+        c.rope.yarn_ext_factor = 1.0f;
+        c.rope.yarn_attn_factor = f.get_or<float>(".rope.scaling.attn_factor", 1.0f);
+        c.rope.yarn_beta_fast = f.get_or<float>(".rope.scaling.yarn_beta_fast", 32.0f);
+        c.rope.yarn_beta_slow = f.get_or<float>(".rope.scaling.yarn_beta_slow", 1.0f);
+    }
+}
+
+void read_moe(const gguf::File& f, ModelConfig& c) {
+    MoeConfig& m = c.moe;
+    m.n_expert = f.get_or<int32_t>(".expert_count", 0);
+    if (m.n_expert == 0) return;
+    m.n_expert_used = f.get<int32_t>(".expert_used_count");
+    m.n_ff_exp = f.get_or<int32_t>(".expert_feed_forward_length", c.n_ff);
+    m.n_expert_shared = f.get_or<int32_t>(".expert_shared_count", 0);
+    m.n_ff_shexp = f.get_or<int32_t>(".expert_shared_feed_forward_length", m.n_ff_exp * std::max(1, m.n_expert_shared));
+    m.n_leading_dense = f.get_or<int32_t>(".leading_dense_block_count", 0);
+    m.weights_scale = f.get_or<float>(".expert_weights_scale", 1.0f);
+    if (m.weights_scale == 0.0f) m.weights_scale = 1.0f;
+    int gating = f.get_or<int32_t>(".expert_gating_func", 0);
+    const std::string& a = c.arch;
+    if (is_one_of(a, {"qwen3next", "qwen35moe"})) {
+        m.n_expert_shared = 1;  // always one sigmoid-gated shared expert
+        m.shared_gate = true;
+    }
+    if (is_one_of(a, {"qwen3moe", "qwen3next", "qwen35moe"})) {
+        m.gating = Gating::SOFTMAX;
+        m.norm_topk = true;
+    } else if (a == "olmoe") {
+        m.gating = Gating::SOFTMAX;
+        m.norm_topk = false;
+    } else if (a == "gpt-oss") {
+        m.gating = Gating::SOFTMAX_WEIGHT;  // softmax over the selected logits
+        m.router_bias = m.expert_bias = true;
+        m.swiglu_limit = 7.0f;
+        m.swiglu_alpha = 1.702f;
+    } else {  // deepseek2, glm4moe, kimi-linear
+        m.gating = gating ? static_cast<Gating>(gating) : Gating::SOFTMAX;
+        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false);
+        m.selection_bias = m.gating == Gating::SIGMOID;
+    }
+    if (gating < 0 || gating > 4) fail(f, "unknown expert_gating_func " + std::to_string(gating));
+}
+
+}  // namespace
+
+bool ModelConfig::has_recurrent_layers() const {
+    return std::any_of(layer_kind.begin(), layer_kind.end(),
+                       [](LayerKind k) { return k == LayerKind::GATED_DELTA_NET || k == LayerKind::KDA; });
+}
+
+const char* layer_kind_name(LayerKind k) {
+    switch (k) {
+    case LayerKind::ATTENTION: return "attention";
+    case LayerKind::MLA: return "mla";
+    case LayerKind::GATED_DELTA_NET: return "gated_delta_net";
+    case LayerKind::KDA: return "kda";
+    }
+    return "?";
+}
+
+ModelConfig read_config(const gguf::File& f) {
+    ModelConfig c;
+    c.arch = f.architecture();
+    if (c.arch.empty()) fail(f, "general.architecture is missing");
+    if (std::none_of(std::begin(SUPPORTED), std::end(SUPPORTED), [&](const char* a) { return c.arch == a; })) {
+        std::string list;
+        for (const char* a : SUPPORTED) list += std::string(list.empty() ? "" : ", ") + a;
+        fail(f, "unsupported architecture '" + c.arch + "' (supported: " + list + ")");
+    }
+    c.name = f.get_or<std::string>("general.name", "");
+    c.n_embd = f.get<int32_t>(".embedding_length");
+    c.n_layer = f.get<int32_t>(".block_count");
+    c.n_head = f.get<int32_t>(".attention.head_count");
+    c.n_ctx_train = f.get_or<int32_t>(".context_length", 2048);
+    c.n_ff = f.get_or<int32_t>(".feed_forward_length", 0);
+    c.rms_eps = f.get_or<float>(".attention.layer_norm_rms_epsilon", 1e-5f);
+    if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0) fail(f, "embedding_length, block_count and head_count must be positive");
+    c.head_dim_k = f.get_or<int32_t>(".attention.key_length", c.n_embd / c.n_head);
+    c.head_dim_v = f.get_or<int32_t>(".attention.value_length", c.head_dim_k);
+
+    std::vector<int> kv = per_layer(f, c.arch + ".attention.head_count_kv", c.n_layer, c.n_head);
+    c.n_head_kv = *std::max_element(kv.begin(), kv.end());
+
+    const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+    if (!emb) fail(f, "missing tensor 'token_embd.weight'");
+    c.n_vocab = static_cast<int>(emb->dims.size() > 1 ? emb->dims[1] : 0);
+    c.tied_output = f.find_tensor("output.weight") == nullptr;
+
+    const std::string& a = c.arch;
+    c.qkv_bias = is_one_of(a, {"qwen2", "glm4moe", "gpt-oss"});
+    c.attn_out_bias = a == "gpt-oss";
+    c.qk_norm = is_one_of(a, {"qwen3", "qwen3moe", "olmoe", "glm4moe", "qwen3next", "qwen35", "qwen35moe"});
+    c.qk_norm_full = a == "olmoe";
+    c.attn_gate = is_one_of(a, {"qwen3next", "qwen35", "qwen35moe"});
+    c.post_attn_norm_is_ffn_norm = is_one_of(a, {"glm4moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe"});
+    c.attn_sinks = a == "gpt-oss";
+
+    read_rope(f, c);
+    read_moe(f, c);
+
+    // Sliding window: gpt-oss alternates sliding (even layers) and full attention.
+    c.swa_layer.assign(c.n_layer, false);
+    c.sliding_window = f.get_or<int32_t>(".attention.sliding_window", 0);
+    if (a == "gpt-oss" && c.sliding_window > 0)
+        for (int il = 0; il < c.n_layer; il += 2) c.swa_layer[il] = true;
+
+    // Layer kinds.
+    c.layer_kind.assign(c.n_layer, LayerKind::ATTENTION);
+    if (a == "deepseek2") c.layer_kind.assign(c.n_layer, LayerKind::MLA);
+    if (a == "deepseek2" || a == "kimi-linear") {
+        c.mla.q_lora_rank = f.get_or<int32_t>(".attention.q_lora_rank", 0);
+        c.mla.kv_lora_rank = f.get<int32_t>(".attention.kv_lora_rank");
+        c.mla.head_dim_k = f.get_or<int32_t>(".attention.key_length_mla", c.head_dim_k);
+        c.mla.head_dim_v = f.get_or<int32_t>(".attention.value_length_mla", c.head_dim_v);
+        c.mla.rope_dim = f.get_or<int32_t>(".rope.dimension_count", 0);
+    }
+    if (is_one_of(a, {"qwen3next", "qwen35", "qwen35moe"})) {
+        int interval = f.get<int32_t>(".full_attention_interval");
+        if (interval <= 0) fail(f, "full_attention_interval must be positive");
+        for (int il = 0; il < c.n_layer; il++)
+            c.layer_kind[il] = (il + 1) % interval == 0 ? LayerKind::ATTENTION : LayerKind::GATED_DELTA_NET;
+        c.ssm.conv_kernel = f.get<int32_t>(".ssm.conv_kernel");
+        c.ssm.d_state = f.get<int32_t>(".ssm.state_size");
+        c.ssm.n_group = f.get<int32_t>(".ssm.group_count");
+        c.ssm.n_v_head = f.get<int32_t>(".ssm.time_step_rank");
+        c.ssm.d_inner = f.get<int32_t>(".ssm.inner_size");
+    }
+    if (a == "kimi-linear") {
+        for (int il = 0; il < c.n_layer; il++) c.layer_kind[il] = kv[il] == 0 ? LayerKind::KDA : LayerKind::MLA;
+        c.ssm.conv_kernel = f.get<int32_t>(".ssm.conv_kernel");
+        c.ssm.kda_head_dim = f.get<int32_t>(".kda.head_dim");
+    }
+    return c;
+}
+
+}  // namespace llm

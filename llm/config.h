@@ -1,0 +1,106 @@
+// ModelConfig: everything the model code needs to know about an architecture, read from GGUF
+// metadata in one place. Architecture switches are explicit fields, never probes for a weight.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gguf { class File; }
+
+namespace llm {
+
+enum class RopeType { NONE, NORM, NEOX };  // NORM rotates adjacent pairs (llama); NEOX the two halves
+enum class Gating { SOFTMAX = 1, SIGMOID = 2, SOFTMAX_WEIGHT = 3, SQRT_SOFTPLUS = 4 };  // llama.cpp's ids
+enum class LayerKind { ATTENTION, MLA, GATED_DELTA_NET, KDA };
+
+struct RopeConfig {
+    RopeType type = RopeType::NORM;
+    int n_dims = 0;              // rotated dims per head (may be < head_dim)
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;     // 1 / scaling factor (linear and YaRN)
+    std::vector<int> sections;   // multi-section RoPE (qwen35); empty otherwise
+    // YaRN (rope.scaling.type = yarn)
+    bool yarn = false;
+    int yarn_orig_ctx = 0;
+    float yarn_ext_factor = 0.0f;    // 1 when YaRN is on
+    float yarn_attn_factor = 1.0f;   // from rope.scaling.attn_factor / yarn_log_multiplier
+    float yarn_beta_fast = 32.0f;
+    float yarn_beta_slow = 1.0f;
+};
+
+struct MoeConfig {
+    int n_expert = 0;            // 0: dense model
+    int n_expert_used = 0;
+    int n_ff_exp = 0;            // width of one routed expert
+    int n_expert_shared = 0;     // shared experts (their FFN width is n_ff_shexp)
+    int n_ff_shexp = 0;
+    bool shared_gate = false;    // sigmoid gate on the shared expert (ffn_gate_inp_shexp)
+    int n_leading_dense = 0;     // the first layers use a dense FFN
+    Gating gating = Gating::SOFTMAX;
+    bool norm_topk = false;      // renormalize the selected weights to sum 1
+    float weights_scale = 1.0f;  // routed scaling factor
+    bool selection_bias = false; // exp_probs_b added to scores for selection only
+    bool router_bias = false;    // ffn_gate_inp.bias (gpt-oss)
+    bool expert_bias = false;    // ffn_*_exps.bias (gpt-oss)
+    float swiglu_limit = 0.0f;   // gpt-oss clamped SwiGLU (0: plain SwiGLU)
+    float swiglu_alpha = 1.0f;
+};
+
+struct MlaConfig {
+    int q_lora_rank = 0;         // 0: q is projected directly (attn_q)
+    int kv_lora_rank = 0;
+    int head_dim_k = 0;          // nope + rope dims of one query/key head (key_length_mla)
+    int head_dim_v = 0;          // value_length_mla
+    int rope_dim = 0;            // the rotated part of each key/query head
+};
+
+struct SsmConfig {
+    int conv_kernel = 0;         // causal conv1d width
+    int d_state = 0;             // GatedDeltaNet head dim of k/q (ssm.state_size)
+    int n_group = 0;             // k/q heads (ssm.group_count)
+    int n_v_head = 0;            // v heads (ssm.time_step_rank)
+    int d_inner = 0;             // v heads × v head dim (ssm.inner_size)
+    int kda_head_dim = 0;        // Kimi delta attention head dim
+};
+
+struct ModelConfig {
+    std::string arch;
+    std::string name;
+    int n_vocab = 0;
+    int n_ctx_train = 0;
+    int n_embd = 0;
+    int n_layer = 0;
+    int n_head = 0;
+    int n_head_kv = 0;           // of the attention layers
+    int head_dim_k = 0;          // key_length (defaults to n_embd / n_head)
+    int head_dim_v = 0;
+    int n_ff = 0;                // dense FFN width
+    float rms_eps = 1e-5f;
+    bool tied_output = false;    // no output.weight: reuse token_embd
+    bool qkv_bias = false;
+    bool attn_out_bias = false;
+    bool qk_norm = false;        // RMSNorm of q and k per head (or over the full width: qk_norm_full)
+    bool qk_norm_full = false;
+    bool attn_gate = false;      // gated attention output (qwen3next/qwen35 full-attention layers)
+    bool post_attn_norm_is_ffn_norm = false;  // the FFN norm tensor is named post_attention_norm
+    bool attn_sinks = false;
+    int sliding_window = 0;      // 0: none
+    std::vector<bool> swa_layer; // per layer: sliding-window attention
+    RopeConfig rope;
+    MoeConfig moe;
+    MlaConfig mla;
+    SsmConfig ssm;
+    std::vector<LayerKind> layer_kind;
+
+    bool is_moe_layer(int il) const { return moe.n_expert > 0 && il >= moe.n_leading_dense; }
+    bool has_recurrent_layers() const;
+};
+
+// Reads the config of `file`; throws naming the architecture when it is not supported and naming the
+// key when a required key is missing.
+ModelConfig read_config(const gguf::File& file);
+
+const char* layer_kind_name(LayerKind k);
+
+}  // namespace llm
