@@ -201,7 +201,7 @@ std::string kernel_name(const Node* root, const std::vector<NodeRef>& loops, boo
 }  // namespace
 
 LoweredKernel lower_kernel(const Node* root, const std::function<bool(const Node*)>& materialized) {
-    Lowerer lw{root, materialized, {}, {}, {}, 0, false};
+    Lowerer lw{root, materialized, {}, {}, {}, 0, false, {}};
     const Node* out = root->op == Op::ASSIGN ? root->src(1) : root;
     LoweredKernel k;
     Coords c;

@@ -75,6 +75,7 @@ void run_item(const ExecItem& item);
 // and intermediate buffers are kept (the capture owns them).
 struct Recorder {
     std::vector<ExecItem> items;
+    std::vector<std::shared_ptr<Buffer>> created;  // buffers the captured kernels produced
 };
 void set_recorder(Recorder* r);
 Recorder* recorder();
