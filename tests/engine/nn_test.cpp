@@ -2,6 +2,8 @@
 // table can dequantize, attention (GQA, causal prefill, f16 cache), RoPE layouts, topk, activations.
 #include "engine_test_util.h"
 
+#include "gguf/gguf.h"
+
 using namespace engine;
 using namespace etest;
 
@@ -141,4 +143,19 @@ TEST_CASE("topk, cumsum and activations") {
     require_close(values(sigmoid(t)), sg, 2e-6, 1e-12);
     require_close(values(silu(t)), sl, 2e-6, 1e-12);
     require_close(values(softplus(t)), sp, 2e-6, 1e-7);
+}
+
+TEST_CASE("GGUF tensors are used in place from the mapped file") {
+    auto file = std::shared_ptr<gguf::File>(gguf::File::open(TINYLLM_SOURCE_DIR "/models/stories260K.gguf"));
+    const gguf::TensorInfo& info = file->tensor("token_embd.weight");
+    Tensor emb = Tensor::from_gguf(info, file);
+    REQUIRE(emb.ndim() == 2);
+    REQUIRE(emb.dim(0).value() == info.dims[1]);  // (vocab, dim): ggml order reversed
+    REQUIRE(emb.dim(1).value() == info.dims[0]);
+    Tensor rows = embedding(emb, tensor({1, 5}, {2}, i32));
+    std::vector<float> all(size_t(info.n_elements()));
+    gguf::type_traits(info.type).dequantize(info.data, all.data(), info.n_elements());
+    std::vector<double> got = values(rows);
+    REQUIRE(got[0] == all[size_t(info.dims[0])]);           // row 1, element 0
+    REQUIRE(got[size_t(info.dims[0]) + 3] == all[size_t(5 * info.dims[0] + 3)]);
 }
