@@ -1,6 +1,6 @@
-// Reference CPU custom kernels (see cpu_kernels_impl.h). Dequantization uses the gguf type table, so
+// Reference CPU custom kernels (see ref_kernels_impl.h). Dequantization uses the gguf type table, so
 // every type it knows works; the dot product is written so compilers vectorize it per ISA.
-#include "engine/cpu_kernels_impl.h"
+#include "engine/ref_kernels_impl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-namespace engine::cpu_kernels {
+namespace engine::ref_kernels {
 
 namespace {
 
@@ -166,4 +166,4 @@ const CustomKernel DEQUANTIZE{"dequantize", dequantize_rows, 1};
 const CustomKernel ATTENTION{"attention", attention, 1};
 const CustomKernel TOPK{"topk", topk, 1};
 
-}  // namespace engine::cpu_kernels
+}  // namespace engine::ref_kernels
