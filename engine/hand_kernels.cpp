@@ -3,9 +3,8 @@
 // causal GQA attention. Built only where those kernels exist; otherwise the reference kernels serve.
 #include "engine/ref_kernels_impl.h"
 
-#if __has_include("devices/cpu/kernels/kernels.h")
+#ifdef TINYLLM_HAND_KERNELS  // set by engine/CMakeLists.txt when devices/cpu/kernels exists
 #include "devices/cpu/kernels/kernels.h"
-#define TINYLLM_HAND_KERNELS 1
 #endif
 
 namespace engine::ref_kernels {
