@@ -120,6 +120,7 @@ std::vector<Tensor> Jit::operator()(const std::vector<Tensor>& inputs_in) {
         return outs;
     }
 
+    auto started = std::chrono::steady_clock::now();
     Capture& cap = it->second;
     for (auto& s : cap.input_slots)
         cap.items[s.item].buffers[s.buffer] = std::const_pointer_cast<Buffer>(std::static_pointer_cast<const Buffer>(inputs[s.input].node()->arg.obj));
@@ -130,7 +131,7 @@ std::vector<Tensor> Jit::operator()(const std::vector<Tensor>& inputs_in) {
         run_item(cap.items[i]);
         if (timed) us[i] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
-    debug_report("replay", cap.items, us);
+    if (timed) debug_report("replay", cap.items, us, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
     mutable_stats().replays++;
     std::vector<Tensor> outs;
     for (size_t i = 0; i < cap.outputs.size(); i++) outs.push_back(make_tensor(cap.outputs[i], cap.output_devices[i]));

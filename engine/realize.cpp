@@ -98,7 +98,7 @@ void run_item(const ExecItem& it) {
     mutable_stats().custom_run++;
 }
 
-void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us) {
+void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us, double wall_us) {
     int level = devices::env::debug();
     if (level < 1) return;
     double total = 0;
@@ -109,7 +109,8 @@ void debug_report(const char* what, const std::vector<ExecItem>& items, const st
         if (level >= 2)
             std::fprintf(stderr, "[engine]   %-28s %-22s %9.1f us\n", items[i].name.c_str(), shape_str(items[i].out_shape).c_str(), us[i]);
     }
-    std::fprintf(stderr, "[engine] %s: %zu kernels (%d custom) in %.3f ms\n", what, items.size(), n_custom, total / 1000.0);
+    std::fprintf(stderr, "[engine] %s: %zu kernels (%d custom), %.3f ms in kernels, %.3f ms in all\n", what, items.size(), n_custom,
+                 total / 1000.0, wall_us / 1000.0);
 }
 
 namespace {
@@ -157,7 +158,7 @@ std::vector<ExecItem> make_items(const std::vector<const Node*>& kernels, device
 
 // Launches the items in order. Outside a capture, each item lets go of its buffers once it ran, so
 // intermediates return to the block cache after their last reader.
-void run_items(std::vector<ExecItem>& items) {
+void run_items(std::vector<ExecItem>& items, std::chrono::steady_clock::time_point started) {
     std::vector<double> us(items.size(), 0.0);
     bool timed = devices::env::debug() >= 1;
     for (size_t i = 0; i < items.size(); i++) {
@@ -167,12 +168,13 @@ void run_items(std::vector<ExecItem>& items) {
         if (g_recorder) g_recorder->items.push_back(items[i]);
         else items[i].buffers.clear();
     }
-    debug_report("realize", items, us);
+    if (timed) debug_report("realize", items, us, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
 }
 
 }  // namespace
 
 void realize(const std::vector<Tensor>& tensors) {
+    auto started = std::chrono::steady_clock::now();
     std::vector<std::shared_ptr<TensorImpl>> impls;
     for (auto& t : tensors) {
         if (!t.defined()) throw Error("[engine] realize: undefined tensor");
@@ -201,7 +203,7 @@ void realize(const std::vector<Tensor>& tensors) {
     std::erase_if(out_buffers, [&](auto& kv) { return !root_set.count(kv.first); });  // intermediates die with their items
     g_last_schedule.clear();
     for (auto& it : items) g_last_schedule.push_back({it.name, it.custom != nullptr, it.has_reduce, it.out_shape});
-    run_items(items);                                                        // launch in order
+    run_items(items, started);                                               // launch in order
 
     for (size_t i = 0; i < impls.size(); i++) {                              // the tensors now name their buffers
         if (root_of[i] == SIZE_MAX) continue;

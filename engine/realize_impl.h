@@ -80,7 +80,8 @@ struct Recorder {
 void set_recorder(Recorder* r);
 Recorder* recorder();
 
-// Debug output of a forward (DEBUG=1/2), shared by realize and Jit replay.
-void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us);
+// Debug output of a forward (DEBUG=1/2), shared by realize and Jit replay: kernel count, the time spent
+// in kernels and the wall time of the whole call (building, scheduling, compiling included).
+void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us, double wall_us);
 
 }  // namespace engine
