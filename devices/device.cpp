@@ -27,9 +27,10 @@ struct Registry {
     std::map<std::string, std::unique_ptr<Device>> live;
 };
 
+// Never destroyed: buffers and kernels held by static objects may still reach their device at exit.
 Registry& registry() {
-    static Registry r;
-    return r;
+    static Registry* r = new Registry;
+    return *r;
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace engine {
 
@@ -27,6 +29,47 @@ std::string shape_key(const std::vector<Tensor>& inputs) {
     std::string k;
     for (auto& t : inputs) k += t.dtype().name() + shape_str(t.shape()) + "|";
     return k;
+}
+
+// The buffers a capture created (minus its outputs) are intermediates: those whose lifetimes over the
+// recorded items do not overlap share memory, so a long prefill capture holds only its peak working set.
+void plan_memory(Capture& cap, const std::vector<std::shared_ptr<Buffer>>& created) {
+    std::unordered_set<const Buffer*> outputs;
+    for (auto& o : cap.outputs)
+        if (o->op == Op::BUFFER) outputs.insert(&buffer_of(o.get()));
+    std::unordered_map<const Buffer*, std::pair<size_t, size_t>> life;  // first, last item
+    std::unordered_map<const Buffer*, long> uses;
+    for (size_t i = 0; i < cap.items.size(); i++)
+        for (auto& b : cap.items[i].buffers) {
+            auto [it, fresh] = life.try_emplace(b.get(), i, i);
+            if (!fresh) it->second.second = i;
+            uses[b.get()]++;
+        }
+    std::vector<std::vector<Buffer*>> born(cap.items.size()), dead(cap.items.size());
+    for (auto& b : created) {
+        auto it = life.find(b.get());
+        // Kept: outputs, and anything a tensor still holds (state realized inside the captured function).
+        if (outputs.count(b.get()) || it == life.end() || b.use_count() > uses[b.get()] + 1) continue;
+        born[it->second.first].push_back(b.get());
+        dead[it->second.second].push_back(b.get());
+    }
+    std::multimap<size_t, std::shared_ptr<devices::Memory>> free;  // by capacity
+    std::unordered_map<const Buffer*, size_t> capacity;
+    for (size_t i = 0; i < cap.items.size(); i++) {
+        for (Buffer* b : born[i]) {
+            size_t bytes = b->dtype.nbytes(b->numel);
+            auto fit = free.lower_bound(bytes);
+            if (fit != free.end() && fit->first <= 2 * bytes + 4096) {  // best fit, not wildly larger
+                b->mem = fit->second;
+                capacity[b] = fit->first;
+                free.erase(fit);
+            } else {
+                b->mem = alloc_memory(b->device, bytes, false);
+                capacity[b] = bytes;
+            }
+        }
+        for (Buffer* b : dead[i]) free.insert({capacity.at(b), b->mem});
+    }
 }
 
 struct RecorderGuard {
@@ -72,10 +115,12 @@ std::vector<Tensor> Jit::operator()(const std::vector<Tensor>& inputs_in) {
             cap.outputs.push_back(o.node());
             cap.output_devices.push_back(o.device());
         }
+        plan_memory(cap, rec.created);
         impl_->captures.emplace(key, std::move(cap));
         return outs;
     }
 
+    auto started = std::chrono::steady_clock::now();
     Capture& cap = it->second;
     for (auto& s : cap.input_slots)
         cap.items[s.item].buffers[s.buffer] = std::const_pointer_cast<Buffer>(std::static_pointer_cast<const Buffer>(inputs[s.input].node()->arg.obj));
@@ -86,7 +131,7 @@ std::vector<Tensor> Jit::operator()(const std::vector<Tensor>& inputs_in) {
         run_item(cap.items[i]);
         if (timed) us[i] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
-    debug_report("replay", cap.items, us);
+    if (timed) debug_report("replay", cap.items, us, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
     mutable_stats().replays++;
     std::vector<Tensor> outs;
     for (size_t i = 0; i < cap.outputs.size(); i++) outs.push_back(make_tensor(cap.outputs[i], cap.output_devices[i]));

@@ -87,6 +87,17 @@ struct Lowerer {
     std::map<std::pair<const Node*, std::vector<const Node*>>, NodeRef> memo;
     int next_reduce_range = 0;
     bool has_reduce = false;
+    std::vector<std::pair<NodeRef, NodeRef>> checks;
+
+    // A symbolic shrink is checked at launch: the window must stay inside its source for the bound Vars.
+    void note_bounds(const Node* n) {
+        if (n->op != Op::SHRINK) return;
+        for (size_t k = 0; k + 1 < n->arg.dims.size(); k += 2) {
+            const Dim& end = n->arg.dims[k + 1];
+            const Dim& src = n->src(0)->shape[k / 2];
+            if (end.max() > src.min()) checks.push_back({end.node(), src.node()});
+        }
+    }
 
     // One parameter per buffer: a write through AFTER and a read of the BUFFER share it (no aliasing).
     NodeRef param(const Node* storage) {
@@ -115,6 +126,7 @@ struct Lowerer {
 
     NodeRef compute(const Node* n, const Coords& c) {
         if (CoordFn fn = movement_table(n->op)) {
+            note_bounds(n);
             NodeRef valid;
             Coords sc = fn(n, c, valid);
             NodeRef v = value(n->src(0), sc);
@@ -172,6 +184,7 @@ struct Lowerer {
             CoordFn fn = movement_table(view->op);
             NodeRef valid;
             if (!fn || view->op == Op::PAD || view->op == Op::EXPAND) fail("assign target is not a plain view of a buffer");
+            note_bounds(view);
             c = fn(view, c, valid);
             view = view->src(0);
         }
@@ -188,7 +201,7 @@ std::string kernel_name(const Node* root, const std::vector<NodeRef>& loops, boo
 }  // namespace
 
 LoweredKernel lower_kernel(const Node* root, const std::function<bool(const Node*)>& materialized) {
-    Lowerer lw{root, materialized, {}, {}, {}, 0, false};
+    Lowerer lw{root, materialized, {}, {}, {}, 0, false, {}};
     const Node* out = root->op == Op::ASSIGN ? root->src(1) : root;
     LoweredKernel k;
     Coords c;
@@ -214,6 +227,7 @@ LoweredKernel lower_kernel(const Node* root, const std::function<bool(const Node
     }
     k.ast = simplify(make(Op::STORE, value->dtype, {target, index, value}));
     k.params = lw.params;
+    k.checks = std::move(lw.checks);
     k.name = kernel_name(root, k.loops, lw.has_reduce);
     return k;
 }

@@ -1,6 +1,6 @@
 // Model helpers built from engine ops (softmax, norms, activations, RoPE, matmul) and the custom-kernel
 // dispatch for weights (linear, embedding, dequantize) and attention.
-#include "engine/cpu_kernels_impl.h"
+#include "engine/ref_kernels_impl.h"
 #include "engine/ir_impl.h"
 #include "engine/realize_impl.h"
 
@@ -33,24 +33,39 @@ void check_weight(const Tensor& w, const char* op) {
 
 }  // namespace
 
-// The custom kernel computing x . W^T for a weight dtype. The hand kernels (devices/cpu/kernels) take
-// over entries here as they land; the dequantizing kernel is correct for every type meanwhile.
-const CustomKernel& linear_kernel_for(DType) { return cpu_kernels::LINEAR_DEQUANT; }
-
 Tensor linear(const Tensor& x, const Tensor& w) {
     check_weight(w, "linear");
     if (x.dim(-1).max() != w.dim(1).max() || !same(x.dim(-1), w.dim(1)))
         fail("linear", "input " + shape_str(x.shape()) + " does not match weight " + shape_str(w.shape()));
     Shape out_shape(x.shape().begin(), x.shape().end() - 1);
-    Dim T = numel(out_shape);
-    Tensor x2 = x.cast(f32).reshape({T, w.dim(1)});
-    out_shape.push_back(w.dim(0));
+    Dim T = numel(out_shape), N = w.dim(0), K = w.dim(1);
+    out_shape.push_back(N);
+    Tensor xf = x.cast(f32).reshape({T, K});
+    auto type = gguf::Type(gguf_id(w.dtype()));
     CustomCall call;
-    call.kernel = &linear_kernel_for(w.dtype());
-    call.inputs = {x2, w};
-    call.out_shape = {T, w.dim(0)};
-    call.scalars = {T, w.dim(0), w.dim(1), gguf_id(w.dtype())};
-    call.n_work = w.dim(0);
+    call.out_shape = {T, N};
+    call.scalars = {T, N, K, gguf_id(w.dtype())};
+    call.n_work = N;
+    if (ref_kernels::hand_kernels()) {
+        // Hand kernels multiply by activations packed in the weight type's partner format (Q8_0, Q8_K, ...).
+        gguf::Type act = ref_kernels::hand_activation_type(type);
+        Tensor xa = xf;
+        if (act != gguf::Type::F32) {
+            CustomCall q;
+            q.kernel = &ref_kernels::HAND_QUANTIZE;
+            q.inputs = {xf};
+            q.out_shape = {T, ref_kernels::hand_activation_row_bytes(type, K.value())};
+            q.out_dtype = u8;
+            q.scalars = {K, int64_t(act)};
+            q.n_work = T;
+            xa = custom(q);
+        }
+        call.kernel = &ref_kernels::HAND_MATMUL;
+        call.inputs = {xa, w};
+    } else {
+        call.kernel = &ref_kernels::LINEAR_DEQUANT;
+        call.inputs = {xf, w};
+    }
     return custom(call).reshape(out_shape);
 }
 
@@ -65,7 +80,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
         return gather(table, 0, idx).cast(f32).reshape(out_shape);
     }
     CustomCall call;
-    call.kernel = &cpu_kernels::GET_ROWS;
+    call.kernel = &ref_kernels::GET_ROWS;
     call.inputs = {table, ids.cast(i32).reshape({n})};
     call.out_shape = {n, table.dim(1)};
     call.scalars = {table.dim(0), table.dim(1), gguf_id(table.dtype())};
@@ -77,7 +92,7 @@ Tensor dequantize(const Tensor& w) {
     if (!w.dtype().is_quantized()) return w.cast(f32);
     check_weight(w, "dequantize");
     CustomCall call;
-    call.kernel = &cpu_kernels::DEQUANTIZE;
+    call.kernel = &ref_kernels::DEQUANTIZE;
     call.inputs = {w};
     call.out_shape = w.shape();
     call.scalars = {w.dim(1), gguf_id(w.dtype())};
@@ -129,7 +144,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int k) {
     out_shape.back() = k;
     Dim rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
     CustomCall call;
-    call.kernel = &cpu_kernels::TOPK;
+    call.kernel = &ref_kernels::TOPK;
     call.inputs = {x.reshape({rows, n})};
     call.out_shape = {rows, k};
     call.out_dtype = i32;
@@ -189,7 +204,7 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
     for (const Tensor* c : {&k_cache, &v_cache})
         if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
     CustomCall call;
-    call.kernel = &cpu_kernels::ATTENTION;
+    call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
     call.inputs = {q.cast(f32), k_cache, v_cache};
     call.out_shape = {T, H, Dv};
     call.scalars = {T, H, Hkv, Dk, Dv, start_pos, int64_t(k_cache.dtype().code == DType::F16), int64_t(v_cache.dtype().code == DType::F16),

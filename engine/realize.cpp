@@ -1,10 +1,12 @@
 // realize(): schedule the graph, lower and compile each kernel (cached by its kernel-IR node), run the
 // items in order, then point the realized tensors at their buffers. Also the DEBUG reports.
 #include "engine/realize_impl.h"
+#include "engine/rewrite_impl.h"
 
 #include "devices/env.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <unordered_map>
@@ -65,6 +67,12 @@ Recorder* recorder() { return g_recorder; }
 std::vector<KernelInfo> last_schedule() { return g_last_schedule; }
 
 void run_item(const ExecItem& it) {
+    for (auto& [end, limit] : it.checks) {
+        int64_t e = eval_int(end.get()), l = eval_int(limit.get());
+        if (e > l)
+            throw Error("[engine] " + it.name + ": window end " + expr_str(end.get()) + " = " + std::to_string(e) +
+                        " exceeds the dimension " + std::to_string(l) + " it views (check the Vars' bindings)");
+    }
     for (auto& b : it.buffers)
         if (!b->mem) b->mem = alloc_memory(b->device, b->dtype.nbytes(b->numel), false);
     if (it.kernel) {
@@ -90,7 +98,7 @@ void run_item(const ExecItem& it) {
     mutable_stats().custom_run++;
 }
 
-void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us) {
+void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us, double wall_us) {
     int level = devices::env::debug();
     if (level < 1) return;
     double total = 0;
@@ -101,42 +109,29 @@ void debug_report(const char* what, const std::vector<ExecItem>& items, const st
         if (level >= 2)
             std::fprintf(stderr, "[engine]   %-28s %-22s %9.1f us\n", items[i].name.c_str(), shape_str(items[i].out_shape).c_str(), us[i]);
     }
-    std::fprintf(stderr, "[engine] %s: %zu kernels (%d custom) in %.3f ms\n", what, items.size(), n_custom, total / 1000.0);
+    std::fprintf(stderr, "[engine] %s: %zu kernels (%d custom), %.3f ms in kernels, %.3f ms in all\n", what, items.size(), n_custom,
+                 total / 1000.0, wall_us / 1000.0);
 }
 
-void realize(const std::vector<Tensor>& tensors) {
-    std::vector<std::shared_ptr<TensorImpl>> impls;
-    for (auto& t : tensors) {
-        if (!t.defined()) throw Error("[engine] realize: undefined tensor");
-        impls.push_back(t.impl());
-    }
-    for (auto& w : pending_assigns())  // assigns take effect at the next realize, whatever it realizes
-        if (auto p = w.lock()) impls.push_back(p);
-    pending_assigns().clear();
+namespace {
 
-    std::vector<const Node*> roots;
-    for (auto& i : impls)
-        if (i->node->op != Op::BUFFER) roots.push_back(i->node.get());
-    if (roots.empty()) return;
-    mutable_stats().schedules++;
-
-    std::vector<const Node*> kernels = schedule_kernels(roots);
+// Lowers and compiles each kernel node and resolves its buffers: one ExecItem per kernel, in order.
+std::vector<ExecItem> make_items(const std::vector<const Node*>& kernels, devices::Device& dev,
+                                 std::unordered_map<const Node*, std::shared_ptr<Buffer>>& out_buffers) {
     std::unordered_set<const Node*> materialized(kernels.begin(), kernels.end());
-    std::unordered_map<const Node*, std::shared_ptr<Buffer>> out_buffers;
     auto buffer_for = [&](const Node* n) { return is_buffer_like(n) ? shared_buffer(n) : out_buffers.at(n); };
-    devices::Device& dev = devices::get(impls.front()->device);
-
     std::vector<ExecItem> items;
     for (const Node* k : kernels) {
         ExecItem it;
         it.device = &dev;
         it.out_shape = k->shape;
-        if (k->op != Op::ASSIGN) {
+        if (k->op != Op::ASSIGN) {  // outputs get memory when their kernel runs (run_item)
             auto b = std::make_shared<Buffer>();
             b->device = &dev;
             b->dtype = k->dtype;
             b->numel = numel(k->shape).max();
             out_buffers[k] = b;
+            if (g_recorder) g_recorder->created.push_back(b);
         }
         if (k->op == Op::CUSTOM) {
             it.custom = static_cast<const CustomKernel*>(k->arg.obj.get());
@@ -151,21 +146,19 @@ void realize(const std::vector<Tensor>& tensors) {
             LoweredKernel lk = lower_kernel(k, [&](const Node* n) { return materialized.count(n) > 0; });
             it.kernel = compile(lk, dev);
             it.name = lk.name;
+            it.checks = lk.checks;
             for (const Node* p : lk.params) it.buffers.push_back(buffer_for(p));
             for (const Node* n : toposort({lk.ast.get()})) it.has_reduce |= n->op == Op::REDUCE;
-            // The target is the kernel's first parameter; its sources may well be external (weights).
-            if (k->op == Op::ASSIGN && it.buffers.at(0)->external)
-                throw Error("[engine] assign: cannot write an external buffer");
+            if (k->op == Op::ASSIGN && it.buffers[0]->external) throw Error("[engine] assign: cannot write an external buffer");
         }
         items.push_back(std::move(it));
     }
+    return items;
+}
 
-    // Only the results stay referenced from here; intermediates live as long as the items reading them.
-    std::unordered_set<const Node*> root_set(roots.begin(), roots.end());
-    std::erase_if(out_buffers, [&](auto& kv) { return !root_set.count(kv.first); });
-
-    g_last_schedule.clear();
-    for (auto& it : items) g_last_schedule.push_back({it.name, it.custom != nullptr, it.has_reduce, it.out_shape});
+// Launches the items in order. Outside a capture, each item lets go of its buffers once it ran, so
+// intermediates return to the block cache after their last reader.
+void run_items(std::vector<ExecItem>& items, std::chrono::steady_clock::time_point started) {
     std::vector<double> us(items.size(), 0.0);
     bool timed = devices::env::debug() >= 1;
     for (size_t i = 0; i < items.size(); i++) {
@@ -173,14 +166,51 @@ void realize(const std::vector<Tensor>& tensors) {
         run_item(items[i]);
         if (timed) us[i] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
         if (g_recorder) g_recorder->items.push_back(items[i]);
-        else items[i].buffers.clear();  // intermediates go back to the block cache after their last reader
+        else items[i].buffers.clear();
     }
-    debug_report("realize", items, us);
+    if (timed) debug_report("realize", items, us, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
+}
 
-    for (auto& impl : impls) {
-        const Node* n = impl->node.get();
-        if (n->op == Op::BUFFER) continue;
+}  // namespace
+
+void realize(const std::vector<Tensor>& tensors) {
+    auto started = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<TensorImpl>> impls;
+    for (auto& t : tensors) {
+        if (!t.defined()) throw Error("[engine] realize: undefined tensor");
+        impls.push_back(t.impl());
+    }
+    for (auto& w : pending_assigns())  // assigns take effect at the next realize, whatever it realizes
+        if (auto p = w.lock()) impls.push_back(p);
+    pending_assigns().clear();
+
+    std::vector<NodeRef> roots;
+    std::vector<size_t> root_of(impls.size(), SIZE_MAX);
+    for (size_t i = 0; i < impls.size(); i++)
+        if (impls[i]->node->op != Op::BUFFER) root_of[i] = roots.size(), roots.push_back(impls[i]->node);
+    if (roots.empty()) return;
+    mutable_stats().schedules++;
+    devices::Device& dev = devices::get(impls.front()->device);
+
+    // The pipeline, one pass a line:
+    std::vector<NodeRef> graph = rewrite(roots, view_rules());                 // chains of views -> one view each
+    std::vector<const Node*> graph_roots;
+    for (auto& r : graph) graph_roots.push_back(r.get());
+    std::vector<const Node*> kernels = schedule_kernels(graph_roots);        // fusion: which nodes become kernels
+    std::unordered_map<const Node*, std::shared_ptr<Buffer>> out_buffers;
+    std::vector<ExecItem> items = make_items(kernels, dev, out_buffers);     // lower, simplify, render, compile (cached)
+    std::unordered_set<const Node*> root_set(graph_roots.begin(), graph_roots.end());
+    std::erase_if(out_buffers, [&](auto& kv) { return !root_set.count(kv.first); });  // intermediates die with their items
+    g_last_schedule.clear();
+    for (auto& it : items) g_last_schedule.push_back({it.name, it.custom != nullptr, it.has_reduce, it.out_shape});
+    run_items(items, started);                                               // launch in order
+
+    for (size_t i = 0; i < impls.size(); i++) {                              // the tensors now name their buffers
+        if (root_of[i] == SIZE_MAX) continue;
+        const Node* n = graph[root_of[i]].get();
+        auto& impl = impls[i];
         if (n->op == Op::AFTER) impl->node = NodeRef(n->src(0));
+        else if (n->op == Op::BUFFER) impl->node = NodeRef(n);
         else impl->node = buffer_node(out_buffers.at(n), n->shape);
         impl->base.reset();
     }

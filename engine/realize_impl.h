@@ -33,6 +33,7 @@ struct LoweredKernel {
     std::vector<const Node*> params;    // graph node behind each PARAM ([0] = written buffer)
     std::vector<NodeRef> loops;         // RANGE nodes of the output, outermost first
     std::string name;                   // "r_64_256" / "E_3_5"
+    std::vector<std::pair<NodeRef, NodeRef>> checks;  // {end, limit}: symbolic windows to verify at launch
 };
 // `materialized(n)` says which graph nodes are read from memory rather than computed inline.
 LoweredKernel lower_kernel(const Node* root, const std::function<bool(const Node*)>& materialized);
@@ -66,6 +67,7 @@ struct ExecItem {
     NodeRef n_work;
     Shape out_shape;                               // for DEBUG lines and KernelInfo
     bool has_reduce = false;
+    std::vector<std::pair<NodeRef, NodeRef>> checks;  // launch refuses when an end exceeds its limit
 };
 void run_item(const ExecItem& item);
 
@@ -73,11 +75,13 @@ void run_item(const ExecItem& item);
 // and intermediate buffers are kept (the capture owns them).
 struct Recorder {
     std::vector<ExecItem> items;
+    std::vector<std::shared_ptr<Buffer>> created;  // buffers the captured kernels produced
 };
 void set_recorder(Recorder* r);
 Recorder* recorder();
 
-// Debug output of a forward (DEBUG=1/2), shared by realize and Jit replay.
-void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us);
+// Debug output of a forward (DEBUG=1/2), shared by realize and Jit replay: kernel count, the time spent
+// in kernels and the wall time of the whole call (building, scheduling, compiling included).
+void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us, double wall_us);
 
 }  // namespace engine

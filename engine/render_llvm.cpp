@@ -65,7 +65,6 @@ struct Renderer {
     std::vector<std::unordered_map<const Node*, std::string>> scopes;
     std::unordered_map<const Node*, std::string> ranges;
     std::map<const Node*, int> var_index;
-    std::map<int, DType> param_types;
 
     std::string fresh() { return "%t" + std::to_string(tmp++); }
     void emit(const std::string& s) { out += "  " + s + "\n"; }
@@ -103,7 +102,6 @@ struct Renderer {
 
     std::string address(const Node* param, const Node* index) {
         int p = int(param->arg.i);
-        param_types[p] = param->dtype;
         return op("getelementptr inbounds " + std::string(mem_type(param->dtype)) + ", ptr %p" + std::to_string(p) + ", i64 " + val(index));
     }
 
@@ -369,7 +367,7 @@ RenderedKernel render_llvm(const LoweredKernel& k, const devices::Target& target
         return var_state(a).name != var_state(b).name ? var_state(a).name < var_state(b).name : a < b;
     });
 
-    Renderer r{k, rk.name, {}, {}, 0, 0, {}, {}, {}, {}};
+    Renderer r{k, rk.name, {}, {}, 0, 0, {}, {}, {}};
     for (size_t i = 0; i < vars.size(); i++) r.var_index[vars[i]] = int(i);
     std::string body = r.body_function(vars);
 

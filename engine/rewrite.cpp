@@ -112,6 +112,13 @@ NodeRef rewrite(const NodeRef& root, const RuleSet& rules) {
     return rw.run(root);
 }
 
+std::vector<NodeRef> rewrite(const std::vector<NodeRef>& roots, const RuleSet& rules) {
+    Rewriter rw{rules, {}};
+    std::vector<NodeRef> out;
+    for (auto& r : roots) out.push_back(rw.run(r));
+    return out;
+}
+
 NodeRef simplify(const NodeRef& n) { return rewrite(n, symbolic_rules()); }
 
 }  // namespace engine

@@ -67,6 +67,10 @@ private:
 bool match(const Pat& p, const Node* n, Match& m);
 // Rewrites bottom-up until no rule applies anywhere (rule results are rewritten too).
 NodeRef rewrite(const NodeRef& root, const RuleSet& rules);
+std::vector<NodeRef> rewrite(const std::vector<NodeRef>& roots, const RuleSet& rules);  // shared work
+
+// Graph rules applied before scheduling (engine/schedule.cpp): chains of views fold into one view.
+const RuleSet& view_rules();
 
 // The symbolic rule set (engine/symbolic.cpp): constant folding, algebraic identities, index math
 // (div/mod over linear forms using bounds), comparisons decided by bounds.

@@ -1,6 +1,7 @@
 // The scheduler: which nodes of the graph become kernels. Everything else is inlined into its
 // consumers: elementwise producers are recomputed, movement ops become index math. DESIGN.md §3.
 #include "engine/realize_impl.h"
+#include "engine/rewrite_impl.h"
 
 #include <unordered_map>
 #include <unordered_set>
@@ -86,6 +87,44 @@ std::vector<const Node*> schedule_kernels(const std::vector<const Node*>& roots)
     for (const Node* n : order)
         if (kernels.count(n)) out.push_back(n);
     return out;
+}
+
+}  // namespace engine
+
+namespace engine {
+
+namespace {
+NodeRef with_src(const Match& m, char src, Op op, Arg arg) {
+    return make(op, m.root->dtype, {m.ref(src)}, std::move(arg));
+}
+}  // namespace
+
+const RuleSet& view_rules() {
+    Pat x = Pat::any('x');
+    static const RuleSet rules("views", {
+        {Pat::node(Op::RESHAPE, {Pat::node(Op::RESHAPE, {x})}), [](const Match& m) {   // reshape(reshape(x)) -> reshape(x)
+             return shapes_equal(m.root->shape, m['x']->shape) ? m.ref('x') : with_src(m, 'x', Op::RESHAPE, m.root->arg);
+         }},
+        {Pat::node(Op::RESHAPE, {x}), [](const Match& m) {                              // reshape(x) to x's shape -> x
+             return shapes_equal(m.root->shape, m['x']->shape) ? m.ref('x') : NodeRef();
+         }},
+        {Pat::node(Op::PERMUTE, {Pat::node(Op::PERMUTE, {x}, 'p')}), [](const Match& m) {  // permute(permute(x)) -> permute(x)
+             Arg a;
+             bool identity = true;
+             for (int64_t k : m.root->arg.ints) {
+                 a.ints.push_back(m['p']->arg.ints[k]);
+                 identity &= a.ints.back() == int64_t(a.ints.size() - 1);
+             }
+             return identity ? m.ref('x') : with_src(m, 'x', Op::PERMUTE, std::move(a));
+         }},
+        {Pat::node(Op::EXPAND, {Pat::node(Op::EXPAND, {x})}), [](const Match& m) {      // expand(expand(x)) -> expand(x)
+             return with_src(m, 'x', Op::EXPAND, m.root->arg);
+         }},
+        {Pat::node(Op::CONTIGUOUS, {Pat::node(Op::CONTIGUOUS, {x}, 'c')}), [](const Match& m) {  // contiguous twice -> once
+             return m.ref('c');
+         }},
+    });
+    return rules;
 }
 
 }  // namespace engine

@@ -4,6 +4,7 @@
 #include "engine/realize_impl.h"
 
 #include "devices/device.h"
+#include "gguf/gguf.h"
 #include "devices/env.h"
 
 #include <algorithm>
@@ -82,6 +83,16 @@ Tensor Tensor::external(const void* data, const Shape& shape, DType dtype, std::
     buf->owner = std::move(owner);
     buf->mem = std::make_shared<devices::Memory>(buf->device->wrap(data, dtype.nbytes(buf->numel)));
     return make_tensor(buffer_node(std::move(buf), shape), "CPU");
+}
+
+Tensor Tensor::from_gguf(const gguf::TensorInfo& info, std::shared_ptr<const void> owner) {
+    Shape shape(info.dims.rbegin(), info.dims.rend());
+    DType dt = DType::from_gguf(info.type);
+    if (dt.is_quantized() && (shape.empty() || shape.back().value() % gguf::type_traits(info.type).block_size))
+        fail("from_gguf", "tensor '" + info.name + "': rows are not whole " + dt.name() + " blocks");
+    if (dt.nbytes(engine::numel(shape).value()) != info.n_bytes)
+        fail("from_gguf", "tensor '" + info.name + "': " + std::to_string(info.n_bytes) + " bytes for " + shape_str(shape) + " " + dt.name());
+    return external(info.data, shape, dt, std::move(owner));
 }
 
 // --- properties -----------------------------------------------------------------------------------
@@ -180,8 +191,9 @@ Tensor Tensor::shrink(const std::vector<std::pair<Dim, Dim>>& ranges) const {
     bool identity = true;
     for (int i = 0; i < ndim(); i++) {
         auto& [b, e] = ranges[i];
-        if (b.min() < 0 || e.max() > shape()[i].max() || (b.is_const() && e.is_const() && b.value() > e.value()) ||
-            (shape()[i].is_const() && e.max() > shape()[i].value()))
+        // Symbolic windows that may fit are checked again at launch, with the Vars bound (lower.cpp).
+        if (b.min() < 0 || e.min() > shape()[i].max() || (b.is_const() && e.is_const() && b.value() > e.value()) ||
+            (e.is_const() && shape()[i].is_const() && e.value() > shape()[i].value()))
             fail("shrink", "range [" + b.str() + ", " + e.str() + ") outside dimension " + std::to_string(i) + " of " + shape_str(shape()));
         identity &= b.is_const() && b.value() == 0 && same(e, shape()[i]);
         a.dims.push_back(b);

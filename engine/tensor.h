@@ -15,6 +15,10 @@
 #include <utility>
 #include <vector>
 
+namespace gguf {
+struct TensorInfo;
+}
+
 namespace engine {
 
 // Every error the engine throws on bad use or bad input; the message starts with "[engine] <op>: ".
@@ -123,6 +127,7 @@ private:
 // ---------------------------------------------------------------------------------------------------
 // A lazy tensor: a small handle to a graph node. Copies share state: realizing or assigning through
 // one handle is seen by all its copies. Row-major; shape[0] is the outermost dimension.
+// The engine is used from one thread at a time (the model loop); kernels themselves run in parallel.
 namespace detail { struct TensorImpl; }
 
 class Tensor {
@@ -141,8 +146,11 @@ public:
     static Tensor from_data(const void* data, size_t bytes, const Shape& shape, DType dtype,
                             const std::string& device = "CPU");
     template <class T> static Tensor from_vector(const std::vector<T>& v, const Shape& shape);
-    // Wraps external memory without copying (mmap'd weights); `owner` keeps it alive.
+    // Wraps external memory without copying (mmap'd weights); `owner` keeps it alive. Read-only.
     static Tensor external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner);
+    // A GGUF tensor in place: shape reversed from ggml order (dims[0] innermost -> last), dtype from its
+    // type. `owner` keeps the mapping alive (e.g. the gguf::File).
+    static Tensor from_gguf(const gguf::TensorInfo& info, std::shared_ptr<const void> owner);
 
     // --- properties -------------------------------------------------------------------------------
     const Shape& shape() const;

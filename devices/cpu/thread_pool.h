@@ -1,5 +1,6 @@
-// A fixed pool of worker threads for data-parallel kernels. The caller takes part in every job; workers
-// spin briefly between jobs and then sleep, so back-to-back decode kernels dispatch in about a microsecond.
+// A fixed pool of worker threads for data-parallel kernels. The caller takes part in every job;
+// workers spin briefly between jobs and then sleep, so back-to-back decode kernels dispatch in about
+// a microsecond, and a worker the OS has descheduled never holds up a job it has not started.
 #pragma once
 
 #include "devices/device.h"
@@ -25,19 +26,21 @@ public:
 
 private:
     void worker_loop();
-    void work_on_job();
+    bool claim_and_run(uint64_t job);  // false once the job has no chunks left (or was replaced)
 
     std::vector<std::thread> workers_;
-    // The current job. Fields are written before `generation_` is bumped (release) and read after a
-    // worker sees the bump (acquire); the caller waits for every worker to check in before the next job.
-    HostFn fn_ = nullptr;
-    const void* ctx_ = nullptr;
-    int64_t n_ = 0, chunk_ = 0;
-    alignas(64) std::atomic<int64_t> next_chunk_{0};
-    alignas(64) std::atomic<uint32_t> generation_{0};
-    alignas(64) std::atomic<int> checked_in_{0};
+    // The job's fields are written before `claims_` publishes a new job id. Every claim is a CAS on
+    // claims_ = job id | chunk count | next chunk, so a worker holding stale fields cannot claim a
+    // chunk of a newer job, and a job cannot finish (freeing the fields) while a chunk is unclaimed.
+    std::atomic<HostFn> fn_{nullptr};
+    std::atomic<const void*> ctx_{nullptr};
+    std::atomic<int64_t> n_{0}, chunk_{0};
+    alignas(64) std::atomic<uint64_t> claims_{0};
+    alignas(64) std::atomic<int64_t> done_{0};
+    alignas(64) std::atomic<uint32_t> wake_{0};  // futex word: bumped per job for sleeping workers
     std::atomic<int> sleepers_{0};
     std::atomic<bool> stop_{false};
+    uint64_t next_job_ = 0;
 };
 
 }  // namespace devices::cpu

@@ -105,3 +105,15 @@ TEST_CASE("RoPE tables are computed once and shared by q and k") {
     REQUIRE(tables == 2);  // cos and sin of (T, rope_dim / 2)
     REQUIRE(n_kernels() == 4);
 }
+
+TEST_CASE("the NULL device schedules and compiles kernels without running them") {
+    std::vector<float> v(12, 1.0f);
+    Tensor x = Tensor::from_data(v.data(), v.size() * 4, {3, 4}, f32, "NULL");
+    uint64_t compiles = stats().compiles, runs = stats().kernels_run;
+    Tensor y = softmax(x * 3.0 + 1.0, -1).sum(0);
+    std::vector<double> out = values(y);
+    REQUIRE(out == std::vector<double>(4, 0.0));  // never computed
+    REQUIRE(last_schedule().size() == 3);
+    REQUIRE(stats().compiles > compiles);          // LLVM compiled each new kernel for the NULL target
+    REQUIRE(stats().kernels_run == runs + 3);      // launched (as no-ops)
+}

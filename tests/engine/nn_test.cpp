@@ -2,6 +2,9 @@
 // table can dequantize, attention (GQA, causal prefill, f16 cache), RoPE layouts, topk, activations.
 #include "engine_test_util.h"
 
+#include "engine/ref_kernels_impl.h"
+#include "gguf/gguf.h"
+
 using namespace engine;
 using namespace etest;
 
@@ -26,6 +29,22 @@ Weights weights(gguf::Type type, int64_t rows, int64_t cols, uint32_t seed) {
 
 const gguf::Type TYPES[] = {gguf::Type::F32, gguf::Type::F16, gguf::Type::BF16, gguf::Type::Q8_0};
 
+// Activations as the kernel sees them: the hand kernels pack them in the weight type's partner format
+// (F16, BF16, Q8_0, ... as ggml does), the reference kernels use f32.
+std::vector<double> as_activations(std::vector<double> x, gguf::Type weight, int64_t K) {
+    gguf::Type act = ref_kernels::hand_kernels() ? ref_kernels::hand_activation_type(weight) : gguf::Type::F32;
+    const gguf::TypeTraits& tr = gguf::type_traits(act);
+    for (size_t r = 0; r < x.size() / size_t(K); r++) {
+        std::vector<float> row(x.begin() + r * K, x.begin() + (r + 1) * K);
+        std::vector<float> back(row.size());
+        std::vector<uint8_t> raw(size_t(K / tr.block_size) * tr.bytes_per_block);
+        tr.quantize(row.data(), raw.data(), K);
+        tr.dequantize(raw.data(), back.data(), K);
+        std::copy(back.begin(), back.end(), x.begin() + r * K);
+    }
+    return x;
+}
+
 }  // namespace
 
 TEST_CASE("linear multiplies by every weight dtype") {
@@ -35,11 +54,11 @@ TEST_CASE("linear multiplies by every weight dtype") {
             Weights w = weights(type, N, K, 1);
             std::vector<double> x = uniform(size_t(T * K), 2);
             for (auto& v : x) v = to_dtype(v, f32);
-            std::vector<double> want;
+            std::vector<double> xa = as_activations(x, type, K), want;
             for (int64_t t = 0; t < T; t++)
                 for (int64_t r = 0; r < N; r++) {
                     double s = 0;
-                    for (int64_t k = 0; k < K; k++) s += x[t * K + k] * w.deq[r * K + k];
+                    for (int64_t k = 0; k < K; k++) s += xa[t * K + k] * w.deq[r * K + k];
                     want.push_back(s);
                 }
             Tensor y = linear(tensor(x, {T, K}, f32), w.t);
@@ -141,4 +160,19 @@ TEST_CASE("topk, cumsum and activations") {
     require_close(values(sigmoid(t)), sg, 2e-6, 1e-12);
     require_close(values(silu(t)), sl, 2e-6, 1e-12);
     require_close(values(softplus(t)), sp, 2e-6, 1e-7);
+}
+
+TEST_CASE("GGUF tensors are used in place from the mapped file") {
+    auto file = std::shared_ptr<gguf::File>(gguf::File::open(TINYLLM_SOURCE_DIR "/models/stories260K.gguf"));
+    const gguf::TensorInfo& info = file->tensor("token_embd.weight");
+    Tensor emb = Tensor::from_gguf(info, file);
+    REQUIRE(emb.ndim() == 2);
+    REQUIRE(emb.dim(0).value() == info.dims[1]);  // (vocab, dim): ggml order reversed
+    REQUIRE(emb.dim(1).value() == info.dims[0]);
+    Tensor rows = embedding(emb, tensor({1, 5}, {2}, i32));
+    std::vector<float> all(size_t(info.n_elements()));
+    gguf::type_traits(info.type).dequantize(info.data, all.data(), info.n_elements());
+    std::vector<double> got = values(rows);
+    REQUIRE(got[0] == all[size_t(info.dims[0])]);           // row 1, element 0
+    REQUIRE(got[size_t(info.dims[0]) + 3] == all[size_t(5 * info.dims[0] + 3)]);
 }

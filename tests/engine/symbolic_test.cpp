@@ -56,6 +56,13 @@ TEST_CASE("slices at a symbolic offset read the bound position") {
         Tensor w = t.slice(0, pos, 2).sum(1);
         require_close(values(w), {double(16 * p + 6), double(16 * p + 22)}, 0);
     }
+    // A window that may fit is accepted when built and refused at launch when the binding overflows it.
+    Tensor wide = t.slice(0, pos, 4).sum(1);
+    pos.bind(6);
+    REQUIRE(values(wide).size() == 4);
+    Tensor wide2 = t.slice(0, pos, 4).sum(1);
+    pos.bind(7);
+    REQUIRE_THROWS_WITH(wide2.realize(), Catch::Contains("window end (pos+4) = 11 exceeds the dimension 10"));
 }
 
 TEST_CASE("assign writes a KV-cache slice at a symbolic position") {

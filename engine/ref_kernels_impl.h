@@ -1,11 +1,11 @@
 // The engine's own CPU custom kernels: correct for every GGUF type, simple, single-threaded over a
 // range of work items (the runner splits the range across the pool). The hand-written kernels in
-// devices/cpu/kernels replace the hot ones (see linear_kernel_for in nn.cpp).
+// devices/cpu/kernels replace them where they exist (see linear and attention in nn.cpp).
 #pragma once
 
 #include "engine/tensor.h"
 
-namespace engine::cpu_kernels {
+namespace engine::ref_kernels {
 
 // y (T, N) f32 = x (T, K) f32 . W (N, K)^T for any weight type, over output rows [begin, end).
 // scalar: {T, N, K, gguf type id}. Quantized/half rows are dequantized one at a time.
@@ -23,4 +23,13 @@ extern const CustomKernel ATTENTION;
 // index, NaN last. scalar: {N, k}.
 extern const CustomKernel TOPK;
 
-}  // namespace engine::cpu_kernels
+// The hand-written kernels of devices/cpu/kernels behind the same interface (hand_kernels.cpp); their
+// CPU functions are null (and hand_kernels() false) in a build without them.
+bool hand_kernels();
+gguf::Type hand_activation_type(gguf::Type weight);             // the format activations are packed in
+int64_t hand_activation_row_bytes(gguf::Type weight, int64_t n_cols);
+extern const CustomKernel HAND_QUANTIZE;   // (T, K) f32 -> (T, row bytes) u8; scalar {K, activation type}
+extern const CustomKernel HAND_MATMUL;     // {activations, W} -> (T, N) f32; scalar {T, N, K, weight type}
+extern const CustomKernel HAND_ATTENTION;  // the ATTENTION arguments
+
+}  // namespace engine::ref_kernels

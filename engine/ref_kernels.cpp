@@ -1,6 +1,6 @@
-// Reference CPU custom kernels (see cpu_kernels_impl.h). Dequantization uses the gguf type table, so
+// Reference CPU custom kernels (see ref_kernels_impl.h). Dequantization uses the gguf type table, so
 // every type it knows works; the dot product is written so compilers vectorize it per ISA.
-#include "engine/cpu_kernels_impl.h"
+#include "engine/ref_kernels_impl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-namespace engine::cpu_kernels {
+namespace engine::ref_kernels {
 
 namespace {
 
@@ -29,27 +29,52 @@ void axpy(float* y, float a, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-// Row `r` (of `k` elements) of a matrix stored as `type` -> f32, via the gguf reference dequantizers.
-const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, std::vector<float>& scratch) {
+// Half rows convert with vcvtph2ps where the CPU has it (the reference converter is branchy and slow).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void f16_to_f32_row(const _Float16* h, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = float(h[i]);
+}
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void bf16_to_f32_row(const uint16_t* h, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits = uint32_t(h[i]) << 16;
+        std::memcpy(out + i, &bits, 4);
+    }
+}
+
+// Row `r` (of `k` elements) of a matrix stored as `type` as f32: f32 rows in place, others converted
+// into `buf` (k floats) with the gguf reference dequantizers.
+const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, float* buf) {
     if (type == gguf::Type::F32) return static_cast<const float*>(base) + r * k;
-    const gguf::TypeTraits& tr = gguf::type_traits(type);
-    if (!tr.dequantize) throw Error(std::string("[engine] cpu kernel: no dequantizer for ") + tr.name);
-    scratch.resize(size_t(k));
-    size_t row_bytes = size_t(k / tr.block_size) * tr.bytes_per_block;
-    tr.dequantize(static_cast<const uint8_t*>(base) + size_t(r) * row_bytes, scratch.data(), k);
-    return scratch.data();
+    if (type == gguf::Type::F16) f16_to_f32_row(static_cast<const _Float16*>(base) + r * k, buf, k);
+    else if (type == gguf::Type::BF16) bf16_to_f32_row(static_cast<const uint16_t*>(base) + r * k, buf, k);
+    else {
+        const gguf::TypeTraits& tr = gguf::type_traits(type);
+        if (!tr.dequantize) throw Error(std::string("[engine] cpu kernel: no dequantizer for ") + tr.name);
+        size_t row_bytes = size_t(k / tr.block_size) * tr.bytes_per_block;
+        tr.dequantize(static_cast<const uint8_t*>(base) + size_t(r) * row_bytes, buf, k);
+    }
+    return buf;
 }
 
 gguf::Type type_of(int64_t id) { return static_cast<gguf::Type>(uint32_t(id)); }
 
+// Rows are taken in tiles: a tile's rows are dequantized once and every token's activations are read
+// once per tile (not once per row), so prefill stays in cache.
 void linear_dequant(const CustomArgs& a, int64_t begin, int64_t end) {
+    constexpr int64_t TILE = 16;
     int64_t T = a.scalar[0], N = a.scalar[1], K = a.scalar[2];
+    gguf::Type type = type_of(a.scalar[3]);
     auto x = static_cast<const float*>(a.in[0]);
     auto y = static_cast<float*>(a.out);
-    thread_local std::vector<float> scratch;
-    for (int64_t r = begin; r < end; r++) {
-        const float* w = row_f32(a.in[1], type_of(a.scalar[3]), r, K, scratch);
-        for (int64_t t = 0; t < T; t++) y[t * N + r] = dot(x + t * K, w, K);
+    thread_local std::vector<float> tile;
+    tile.resize(size_t(TILE * K));
+    const float* rows[TILE];
+    for (int64_t r0 = begin; r0 < end; r0 += TILE) {
+        int64_t n = std::min(TILE, end - r0);
+        for (int64_t i = 0; i < n; i++) rows[i] = row_f32(a.in[1], type, r0 + i, K, tile.data() + i * K);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < n; i++) y[t * N + r0 + i] = dot(x + t * K, rows[i], K);
     }
 }
 
@@ -57,21 +82,19 @@ void get_rows(const CustomArgs& a, int64_t begin, int64_t end) {
     int64_t V = a.scalar[0], D = a.scalar[1];
     auto ids = static_cast<const int32_t*>(a.in[1]);
     auto out = static_cast<float*>(a.out);
-    thread_local std::vector<float> scratch;
     for (int64_t i = begin; i < end; i++) {
         int64_t id = std::clamp<int64_t>(ids[i], 0, V - 1);
-        const float* row = row_f32(a.in[0], type_of(a.scalar[2]), id, D, scratch);
-        std::memcpy(out + i * D, row, size_t(D) * sizeof(float));
+        const float* row = row_f32(a.in[0], type_of(a.scalar[2]), id, D, out + i * D);
+        if (row != out + i * D) std::memcpy(out + i * D, row, size_t(D) * sizeof(float));
     }
 }
 
 void dequantize_rows(const CustomArgs& a, int64_t begin, int64_t end) {
     int64_t K = a.scalar[0];
     auto out = static_cast<float*>(a.out);
-    thread_local std::vector<float> scratch;
     for (int64_t r = begin; r < end; r++) {
-        const float* row = row_f32(a.in[0], type_of(a.scalar[1]), r, K, scratch);
-        std::memcpy(out + r * K, row, size_t(K) * sizeof(float));
+        const float* row = row_f32(a.in[0], type_of(a.scalar[1]), r, K, out + r * K);
+        if (row != out + r * K) std::memcpy(out + r * K, row, size_t(K) * sizeof(float));
     }
 }
 
@@ -80,7 +103,7 @@ const float* cache_row(const void* base, bool is_f16, int64_t index, int64_t d, 
     if (!is_f16) return static_cast<const float*>(base) + index * d;
     auto h = static_cast<const uint16_t*>(base) + index * d;
     scratch.resize(size_t(d));
-    for (int64_t i = 0; i < d; i++) scratch[i] = gguf::f16_to_f32(h[i]);
+    f16_to_f32_row(reinterpret_cast<const _Float16*>(h), scratch.data(), d);
     return scratch.data();
 }
 
@@ -143,4 +166,4 @@ const CustomKernel DEQUANTIZE{"dequantize", dequantize_rows, 1};
 const CustomKernel ATTENTION{"attention", attention, 1};
 const CustomKernel TOPK{"topk", topk, 1};
 
-}  // namespace engine::cpu_kernels
+}  // namespace engine::ref_kernels
