@@ -311,6 +311,7 @@ Value f_abs(Renderer&, const Value& v, CallArgs&) {
 Value f_int(Renderer&, const Value& v, CallArgs& a) {
     a.check("int", {"default", "base"});
     const Value* d = arg(a, 0, "default");
+    require_defined(v);  // int(Undefined) raises
     Value fallback = d ? *d : Value::integer(0);
     if (v.is_number()) return v.kind() == Kind::FLOAT ? (std::isfinite(v.as_float()) ? Value::integer(static_cast<int64_t>(v.as_float())) : fallback) : Value::integer(v.as_int());
     if (!v.is_string()) return fallback;
@@ -328,6 +329,7 @@ Value f_int(Renderer&, const Value& v, CallArgs& a) {
 Value f_float(Renderer&, const Value& v, CallArgs& a) {
     a.check("float", {"default"});
     const Value* d = arg(a, 0, "default");
+    require_defined(v);
     if (v.is_number()) return Value::number(v.as_float());
     if (v.is_string()) {
         std::string s(py_strip(v.str(), {}, false, Strip::BOTH));
@@ -361,6 +363,7 @@ Value f_round(Renderer&, const Value& v, CallArgs& a) {
 
 Value f_indent(Renderer&, const Value& v, CallArgs& a) {
     a.check("indent", {"width", "first", "blank"});
+    require_defined(v);  // Jinja appends "\n" to the value first
     const Value* w = arg(a, 0, "width");
     std::string pad = w && w->is_string() ? std::string(w->str()) : std::string(w ? std::clamp<int64_t>(w->as_int(), 0, 1024) : 4, ' ');
     std::string s = soft_str(v) + "\n";
