@@ -32,5 +32,6 @@ int cmd_info(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 int cmd_chat(const std::vector<std::string>& args);
+int cmd_template(const std::vector<std::string>& args);
 
 }  // namespace cli

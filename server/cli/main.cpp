@@ -24,6 +24,7 @@ const Entry COMMANDS[] = {
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text under a model's tokenizer"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web chat at /"},
     {"chat", cmd_chat, "chat in the terminal"},
+    {"template", cmd_template, "render a chat template for a context (prints the prompt exactly)"},
 };
 
 void print_help() {
