@@ -60,44 +60,6 @@ Value repeat(const Value& seq, int64_t n) {
     return Value::list(std::move(items), seq.is_tuple());
 }
 
-// Python's printf-style `str % args` for the common conversions (%s %r %d %i %f %%).
-Value percent_format(const Value& fmt, const Value& args) {
-    std::vector<Value> values = args.kind() == Kind::LIST && args.is_tuple() ? iterate(args) : std::vector<Value>{args};
-    std::string_view f = fmt.str();
-    std::string out;
-    size_t next = 0;
-    for (size_t i = 0; i < f.size(); i++) {
-        if (f[i] != '%') {
-            out += f[i];
-            continue;
-        }
-        if (++i >= f.size()) fail(ErrorKind::VALUE, "incomplete format");
-        int precision = -1;
-        if (f[i] == '.') {
-            precision = 0;
-            while (++i < f.size() && f[i] >= '0' && f[i] <= '9') precision = precision * 10 + (f[i] - '0');
-            if (i >= f.size()) fail(ErrorKind::VALUE, "incomplete format");
-        }
-        char conv = f[i];
-        if (conv == '%') {
-            out += '%';
-            continue;
-        }
-        if (next >= values.size()) fail(ErrorKind::TYPE, "not enough arguments for format string");
-        const Value& v = values[next++];
-        if (conv == 's') append_str(out, v);
-        else if (conv == 'r') append_repr(out, v);
-        else if ((conv == 'd' || conv == 'i') && v.is_number()) out += std::to_string(static_cast<int64_t>(v.as_float()));
-        else if (conv == 'f' && v.is_number()) {
-            char buf[512];
-            std::snprintf(buf, sizeof buf, "%.*f", precision < 0 ? 6 : std::min(precision, 100), v.as_float());
-            out += buf;
-        } else fail(ErrorKind::TYPE, std::string("unsupported format character '") + conv + "' or argument type");
-    }
-    if (next < values.size()) fail(ErrorKind::TYPE, "not all arguments converted during string formatting");
-    return Value::string(std::move(out));
-}
-
 }  // namespace
 
 Value binary_op(Op op, const Value& a, const Value& b) {

@@ -29,34 +29,19 @@ private:
 };
 
 // The `loop` variable of a for loop; one object per loop, advanced in place (as Jinja's LoopContext).
-class Loop : public Callable {
+class Loop : public Callable, public std::enable_shared_from_this<Loop> {
 public:
     std::vector<Value> items;
+    mutable std::vector<Value> last_changed;  // loop.changed(...)'s previous arguments
+    mutable bool changed_called = false;
     size_t index = 0;
     int depth = 0;
     const ForStmt* recursive = nullptr;  // set for `{% for ... recursive %}`: loop(children) renders them
-    Renderer* renderer = nullptr;
 
     std::string type_name() const override { return "LoopContext"; }
     bool callable() const override { return recursive != nullptr; }
 
-    bool get_attr(std::string_view name, Value& out) const override {
-        size_t n = items.size();
-        if (name == "index") out = Value::integer(static_cast<int64_t>(index + 1));
-        else if (name == "index0") out = Value::integer(static_cast<int64_t>(index));
-        else if (name == "revindex") out = Value::integer(static_cast<int64_t>(n - index));
-        else if (name == "revindex0") out = Value::integer(static_cast<int64_t>(n - index - 1));
-        else if (name == "first") out = Value::boolean(index == 0);
-        else if (name == "last") out = Value::boolean(index + 1 == n);
-        else if (name == "length") out = Value::integer(static_cast<int64_t>(n));
-        else if (name == "depth") out = Value::integer(depth + 1);
-        else if (name == "depth0") out = Value::integer(depth);
-        else if (name == "previtem") out = index > 0 ? items[index - 1] : Value::undefined("there is no previous item");
-        else if (name == "nextitem") out = index + 1 < n ? items[index + 1] : Value::undefined("there is no next item");
-        else if (name == "cycle") out = Value::object(std::make_shared<LoopCycle>(index));
-        else return false;
-        return true;
-    }
+    bool get_attr(std::string_view name, Value& out) const override;
 
     Value call(Renderer& r, CallArgs& args) const override {
         if (!recursive) fail(ErrorKind::TYPE, "'LoopContext' object is not callable");
@@ -66,6 +51,42 @@ public:
         return Value::string(r.capture_loop(*recursive, iterate(args.positional[0]), depth + 1));
     }
 };
+
+// loop.changed(a, ...): true on the first call and whenever the arguments differ from the last call's.
+class LoopChanged : public Callable {
+public:
+    explicit LoopChanged(std::shared_ptr<const Loop> loop) : loop_(std::move(loop)) {}
+    std::string type_name() const override { return "method"; }
+    Value call(Renderer&, CallArgs& args) const override {
+        bool same = loop_->changed_called && loop_->last_changed.size() == args.positional.size();
+        for (size_t i = 0; same && i < args.positional.size(); i++) same = equal(loop_->last_changed[i], args.positional[i]);
+        loop_->changed_called = true;
+        loop_->last_changed = args.positional;
+        return Value::boolean(!same);
+    }
+
+private:
+    std::shared_ptr<const Loop> loop_;
+};
+
+bool Loop::get_attr(std::string_view name, Value& out) const {
+    size_t n = items.size();
+    if (name == "index") out = Value::integer(static_cast<int64_t>(index + 1));
+    else if (name == "index0") out = Value::integer(static_cast<int64_t>(index));
+    else if (name == "revindex") out = Value::integer(static_cast<int64_t>(n - index));
+    else if (name == "revindex0") out = Value::integer(static_cast<int64_t>(n - index - 1));
+    else if (name == "first") out = Value::boolean(index == 0);
+    else if (name == "last") out = Value::boolean(index + 1 == n);
+    else if (name == "length") out = Value::integer(static_cast<int64_t>(n));
+    else if (name == "depth") out = Value::integer(depth + 1);
+    else if (name == "depth0") out = Value::integer(depth);
+    else if (name == "previtem") out = index > 0 ? items[index - 1] : Value::undefined("there is no previous item");
+    else if (name == "nextitem") out = index + 1 < n ? items[index + 1] : Value::undefined("there is no next item");
+    else if (name == "cycle") out = Value::object(std::make_shared<LoopCycle>(index));
+    else if (name == "changed") out = Value::object(std::make_shared<LoopChanged>(shared_from_this()));
+    else return false;
+    return true;
+}
 
 class Macro : public Callable {
 public:

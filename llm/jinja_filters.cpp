@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace llm::jinja {
@@ -310,6 +311,7 @@ Value f_abs(Renderer&, const Value& v, CallArgs&) {
 Value f_int(Renderer&, const Value& v, CallArgs& a) {
     a.check("int", {"default", "base"});
     const Value* d = arg(a, 0, "default");
+    require_defined(v);  // int(Undefined) raises
     Value fallback = d ? *d : Value::integer(0);
     if (v.is_number()) return v.kind() == Kind::FLOAT ? (std::isfinite(v.as_float()) ? Value::integer(static_cast<int64_t>(v.as_float())) : fallback) : Value::integer(v.as_int());
     if (!v.is_string()) return fallback;
@@ -327,6 +329,7 @@ Value f_int(Renderer&, const Value& v, CallArgs& a) {
 Value f_float(Renderer&, const Value& v, CallArgs& a) {
     a.check("float", {"default"});
     const Value* d = arg(a, 0, "default");
+    require_defined(v);
     if (v.is_number()) return Value::number(v.as_float());
     if (v.is_string()) {
         std::string s(py_strip(v.str(), {}, false, Strip::BOTH));
@@ -344,14 +347,23 @@ Value f_round(Renderer&, const Value& v, CallArgs& a) {
     std::string method = m ? soft_str(*m) : "common";
     if (method != "common" && method != "ceil" && method != "floor") fail(ErrorKind::RUNTIME, "method must be common, ceil or floor");
     if (!v.is_number()) fail(ErrorKind::TYPE, "type " + type_name(v) + " doesn't define __round__ method");
-    double scale = std::pow(10.0, static_cast<double>(p ? p->as_int() : 0)), x = v.as_float() * scale;
+    int64_t digits = p ? p->as_int() : 0;
+    if (method == "common") {  // Python's round(): correctly rounded, ties to even, on the exact binary value
+        if (v.kind() != Kind::FLOAT) return v;
+        if (digits >= 0 && digits <= 300) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(digits), v.as_float());
+            return Value::number(std::strtod(buf, nullptr));
+        }
+    }
+    double scale = std::pow(10.0, static_cast<double>(digits)), x = v.as_float() * scale;
     double rounded = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
-    if (method == "common" && v.kind() != Kind::FLOAT) return v;
     return Value::number(rounded / scale);
 }
 
 Value f_indent(Renderer&, const Value& v, CallArgs& a) {
     a.check("indent", {"width", "first", "blank"});
+    require_defined(v);  // Jinja appends "\n" to the value first
     const Value* w = arg(a, 0, "width");
     std::string pad = w && w->is_string() ? std::string(w->str()) : std::string(w ? std::clamp<int64_t>(w->as_int(), 0, 1024) : 4, ' ');
     std::string s = soft_str(v) + "\n";
@@ -387,9 +399,31 @@ Value f_attr(Renderer& r, const Value& v, CallArgs& a) {
     return r.get_attr(v, soft_str(*name));
 }
 
-Value f_format(Renderer&, const Value& v, CallArgs& a) {
+Value f_format(Renderer&, const Value& v, CallArgs& a) {  // soft_str(value) % (kwargs or args)
     if (!a.positional.empty() && !a.keyword.empty()) fail(ErrorKind::RUNTIME, "can't handle positional and keyword arguments at the same time");
-    return binary_op(Op::MOD, str_value(soft_str(v)), Value::list(a.positional, true));
+    if (a.keyword.empty()) return percent_format(str_value(soft_str(v)), Value::list(a.positional, true));
+    std::vector<std::pair<Value, Value>> kw;
+    for (const auto& [k, x] : a.keyword) kw.emplace_back(str_value(k), x);
+    return percent_format(str_value(soft_str(v)), Value::dict(std::move(kw)));
+}
+
+Value f_truncate(Renderer&, const Value& v, CallArgs& a) {
+    a.check("truncate", {"length", "killwords", "end", "leeway"});
+    std::string s = soft_str(v);
+    const Value* len_v = arg(a, 0, "length");
+    const Value* end_v = arg(a, 2, "end");
+    const Value* leeway_v = arg(a, 3, "leeway");
+    int64_t length = len_v ? len_v->as_int() : 255, leeway = leeway_v && !leeway_v->is_none() ? leeway_v->as_int() : 5;
+    std::string end = end_v ? soft_str(*end_v) : "...";
+    int64_t n = static_cast<int64_t>(utf8_length(s)), n_end = static_cast<int64_t>(utf8_length(end));
+    if (length < n_end) fail(ErrorKind::RUNTIME, "expected length >= " + std::to_string(n_end) + ", got " + std::to_string(length));
+    if (n <= length + leeway) return str_value(s);
+    std::string head = s.substr(0, utf8_offset(s, static_cast<size_t>(length - n_end)));
+    if (!flag(a, 1, "killwords")) {
+        size_t space = head.rfind(' ');
+        if (space != std::string::npos) head.resize(space);
+    }
+    return str_value(head + end);
 }
 
 Value f_pprint(Renderer&, const Value& v, CallArgs&) {
@@ -441,7 +475,7 @@ const NamedFilter FILTERS[] = {
     {"lower", f_lower}, {"map", f_map}, {"max", f_minmax<true>}, {"min", f_minmax<false>}, {"pprint", f_pprint},
     {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace}, {"reverse", f_reverse},
     {"round", f_round}, {"safe", f_safe}, {"select", f_select}, {"selectattr", f_selectattr}, {"sort", f_sort},
-    {"string", f_string}, {"sum", f_sum}, {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim},
+    {"string", f_string}, {"sum", f_sum}, {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"truncate", f_truncate},
     {"unique", f_unique}, {"upper", f_upper}, {"wordcount", f_wordcount},
 };
 

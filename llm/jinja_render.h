@@ -114,6 +114,7 @@ private:
 // Operators and helpers shared by the renderer, filters and methods.
 Value binary_op(Op op, const Value& a, const Value& b);
 bool contains(const Value& container, const Value& item);  // Python's `item in container`
+Value percent_format(const Value& format, const Value& args);  // Python's `format % args`
 Value make_function(std::string name, Value (*fn)(Renderer&, CallArgs&));
 void add_builtin_globals(std::vector<std::pair<std::string, Value>>& out);
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -124,7 +125,13 @@ int cmd_template(const std::vector<std::string>& argv) {
     bool has_context = args.value("--context", context_path);
     bool has_now = args.value("--now", now);
     std::string bench;
-    int n_bench = args.value("--bench", bench) ? std::stoi(bench) : 0;
+    int n_bench = 0;
+    if (args.value("--bench", bench)) {
+        char* end = nullptr;
+        long n = std::strtol(bench.c_str(), &end, 10);
+        if (bench.empty() || *end || n < 1 || n > 1000000) args.usage_error("--bench expects a count from 1 to 1000000");
+        n_bench = static_cast<int>(n);
+    }
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
     if (has_model && has_template) args.usage_error("give one of --model and --template, not both");
     if (!has_model && !has_template) {  // like every command: the built-in model by default

@@ -4,7 +4,6 @@
 #include "llm/chat_template.h"
 
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -61,8 +60,11 @@ TEST_CASE("strftime_now reads the settable clock, formatting in the C locale") {
     llm::ChatTemplate t("{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%B %d, %Y') }}|{{ strftime_now('%Y-%m-%d %A') }}");
     t.set_clock([] { return day(2026, 1, 15, 4); });
     CHECK(t.render(Json::object()) == "15 Jan 2026|January 15, 2026|2026-01-15 Thursday");
-    t.set_clock(nullptr);  // back to the system clock
-    CHECK(std::regex_match(t.render(Json::object()), std::regex(R"(\d\d [A-Z][a-z]{2} \d{4}\|[A-Z][a-z]+ \d\d, \d{4}\|.*)")));
+    t.set_clock(nullptr);  // back to the system clock: "DD Mon YYYY|..." of today
+    std::string today = t.render(Json::object());
+    REQUIRE(today.size() > 12);
+    auto digit = [&](size_t i) { return today[i] >= '0' && today[i] <= '9'; };
+    CHECK((digit(0) && digit(1) && today[2] == ' ' && today[6] == ' ' && digit(7) && digit(10) && today[11] == '|'));
 }
 
 TEST_CASE("dicts keep the context's key order in tojson, items and for loops") {
