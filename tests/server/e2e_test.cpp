@@ -99,7 +99,8 @@ int listening_port(const std::string& banner) {
 
 json golden_case(const std::string& prompt) {
     std::ifstream f(test_data::shared("golden/llamacpp/stories260K-f32.json"));
-    for (const auto& c : json::parse(f)["cases"])
+    const json golden = json::parse(f);  // named: a temporary would die before the loop body
+    for (const auto& c : golden["cases"])
         if (c["prompt"] == prompt) return c;
     FAIL("no golden case for '" + prompt + "'");
     return {};

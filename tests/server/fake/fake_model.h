@@ -21,6 +21,8 @@ public:
     std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
     std::string decode(const std::vector<int32_t>& ids) const override;  // specials render as nothing
     std::string piece(int32_t id) const override;
+    std::string token_text(int32_t id, bool) const override { return decode({id}); }
+    bool is_special(int32_t id) const override { return id < 3 || id >= IM_START; }
     int32_t n_vocab() const override { return 261; }
     int32_t bos() const override { return BOS; }
     int32_t eos() const override { return EOS; }

@@ -1,0 +1,151 @@
+// LLVM 19: ORC LLJIT for CPU kernels and an object compiler for the NULL device. The only file of the
+// CPU device that includes LLVM headers. Facts: ../shared/notes/amd-toolchain.md ("CMake and LLVM").
+#include "devices/cpu/cpu_impl.h"
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <map>
+#include <mutex>
+
+namespace devices::cpu {
+
+namespace {
+
+std::string to_string(llvm::Error e) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << e;
+    return os.str();
+}
+
+void init_llvm() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        llvm::InitializeAllTargetInfos();
+        llvm::InitializeAllTargets();
+        llvm::InitializeAllTargetMCs();
+        llvm::InitializeAllAsmPrinters();
+        llvm::InitializeAllAsmParsers();
+    });
+}
+
+std::unique_ptr<llvm::Module> parse(const std::string& ir, llvm::LLVMContext& ctx, const char* who) {
+    llvm::SMDiagnostic diag;
+    auto mod = llvm::parseIR(llvm::MemoryBufferRef(ir, "kernel"), diag, ctx);
+    if (!mod) {
+        std::string msg;
+        llvm::raw_string_ostream os(msg);
+        diag.print("kernel", os);
+        throw Error(std::string("[devices] ") + who + ": generated LLVM IR does not parse: " + os.str());
+    }
+    std::string verr;
+    llvm::raw_string_ostream vos(verr);
+    if (llvm::verifyModule(*mod, &vos))
+        throw Error(std::string("[devices] ") + who + ": generated LLVM IR is invalid: " + vos.str());
+    return mod;
+}
+
+// The standard O3 pipeline with the target's cost model, so the loop vectorizer uses the host's vectors.
+void optimize(llvm::Module& mod, llvm::TargetMachine* tm) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    llvm::PassBuilder pb(tm, pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    mpm.run(mod, mam);
+}
+
+}  // namespace
+
+struct LlvmJit::Impl {
+    std::mutex mu;
+    std::unique_ptr<llvm::orc::LLJIT> jit;
+    std::unique_ptr<llvm::TargetMachine> tm;
+    std::map<std::string, void*> compiled;
+};
+
+LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
+    init_llvm();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) throw Error("[devices] CPU: cannot detect the host target: " + to_string(jtmb.takeError()));
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    auto tm = jtmb->createTargetMachine();
+    if (!tm) throw Error("[devices] CPU: cannot create a target machine: " + to_string(tm.takeError()));
+    impl_->tm = std::move(*tm);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    if (!jit) throw Error("[devices] CPU: cannot create the LLVM JIT: " + to_string(jit.takeError()));
+    impl_->jit = std::move(*jit);
+    // Generated code may call libm (sinf, ...): resolve from the process.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        impl_->jit->getDataLayout().getGlobalPrefix());
+    if (!gen) throw Error("[devices] CPU: " + to_string(gen.takeError()));
+    impl_->jit->getMainJITDylib().addGenerator(std::move(*gen));
+}
+
+LlvmJit::~LlvmJit() = default;
+
+void* LlvmJit::compile(const std::string& ir, const std::string& entry) {
+    std::lock_guard lock(impl_->mu);
+    if (auto it = impl_->compiled.find(entry); it != impl_->compiled.end()) return it->second;
+    auto ctx = std::make_unique<llvm::LLVMContext>();
+    auto mod = parse(ir, *ctx, "CPU");
+    mod->setDataLayout(impl_->tm->createDataLayout());
+    mod->setTargetTriple(impl_->tm->getTargetTriple().str());
+    optimize(*mod, impl_->tm.get());
+    if (auto err = impl_->jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx))))
+        throw Error("[devices] CPU: cannot add kernel '" + entry + "': " + to_string(std::move(err)));
+    auto sym = impl_->jit->lookup(entry);
+    if (!sym) throw Error("[devices] CPU: kernel '" + entry + "' not found: " + to_string(sym.takeError()));
+    void* fn = sym->toPtr<void*>();
+    impl_->compiled[entry] = fn;
+    return fn;
+}
+
+std::vector<char> compile_to_object(const std::string& ir, const Target& target) {
+    init_llvm();
+    std::string triple = target.arch == Arch::AMDGCN ? "amdgcn-amd-amdhsa" : llvm::sys::getProcessTriple();
+    std::string cpu = target.cpu.empty() && target.arch == Arch::X86_64 ? llvm::sys::getHostCPUName().str() : target.cpu;
+    std::string err;
+    const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
+    if (!t) throw Error("[devices] NULL: no LLVM target for " + triple + ": " + err);
+    std::unique_ptr<llvm::TargetMachine> tm(
+        t->createTargetMachine(triple, cpu, "", llvm::TargetOptions(), std::nullopt));
+    if (!tm) throw Error("[devices] NULL: cannot create a target machine for " + triple + " " + cpu);
+    llvm::LLVMContext ctx;
+    auto mod = parse(ir, ctx, "NULL");
+    mod->setDataLayout(tm->createDataLayout());
+    mod->setTargetTriple(triple);
+    optimize(*mod, tm.get());
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+        throw Error("[devices] NULL: " + triple + " cannot emit object files");
+    pm.run(*mod);
+    return std::vector<char>(buf.begin(), buf.end());
+}
+
+}  // namespace devices::cpu

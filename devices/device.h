@@ -1,0 +1,91 @@
+// The Device interface every backend implements (CPU, NULL, later AMD): memory as handles, programs
+// compiled from LLVM IR text, launches, and a registry by name. DESIGN.md §4.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace devices {
+
+// Bad use or a failing backend; the message starts with "[devices] <device>: ".
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Device memory. `handle` is what kernels receive (a device address); `host` is non-null only when
+// the CPU can address the memory directly (CPU device, host-visible GPU memory).
+struct Memory {
+    uint64_t handle = 0;
+    void* host = nullptr;
+    size_t size = 0;
+    bool external = false;  // wraps caller memory (mmap'd weights): free() leaves it alone
+};
+
+// What the renderer must produce for a device.
+enum class Arch { X86_64, AMDGCN };
+struct Target {
+    Arch arch = Arch::X86_64;
+    std::string cpu;  // "gfx1100" for AMDGCN; empty = the host CPU
+};
+
+// A generated kernel: one LLVM IR module whose entry point is `name`.
+// X86_64 entry: void name(void** buffers, const int64_t* vars, int64_t begin, int64_t end), running the
+// outer loop iterations [begin, end). AMDGCN entry: an amdgpu_kernel over global ids (not yet rendered).
+struct KernelSource {
+    std::string name;
+    std::string llvm_ir;
+};
+
+class Program {
+public:
+    virtual ~Program() = default;
+};
+
+struct LaunchArgs {
+    const Memory* const* buffers = nullptr;
+    int n_buffers = 0;
+    const int64_t* vars = nullptr;
+    int n_vars = 0;
+    int64_t global_size = 1;   // outer loop iterations (CPU) / work-items (GPU)
+    int64_t local_size = 1;    // GPU workgroup size; ignored on CPU
+    bool parallel = true;      // CPU: split across the thread pool (false: too little work to share)
+};
+
+// A hand-written host function over work items [begin, end); `ctx` is its argument block.
+using HostFn = void (*)(const void* ctx, int64_t begin, int64_t end);
+
+class Device {
+public:
+    virtual ~Device() = default;
+    virtual const std::string& name() const = 0;
+    virtual Target target() const = 0;
+    virtual int n_threads() const { return 1; }
+
+    virtual Memory alloc(size_t bytes) = 0;   // zero-filled, 64-byte aligned
+    virtual void free(Memory& m) = 0;
+    // Makes host memory usable by kernels: wrapped without a copy where the device can read it (CPU),
+    // uploaded otherwise. The host memory must outlive the returned Memory.
+    virtual Memory wrap(const void* host, size_t bytes);
+    virtual void copy_in(const Memory& dst, size_t offset, const void* src, size_t bytes) = 0;
+    virtual void copy_out(void* dst, const Memory& src, size_t offset, size_t bytes) = 0;
+
+    virtual std::shared_ptr<Program> compile(const KernelSource& src) = 0;
+    virtual void launch(const Program& program, const LaunchArgs& args) = 0;
+    // Runs a host function over [0, n_work) in chunks of at least `grain` (CPU: on the thread pool).
+    // Devices that cannot run host code throw.
+    virtual void run_host(HostFn fn, const void* ctx, int64_t n_work, int64_t grain);
+    virtual void synchronize() = 0;
+};
+
+// The device registered under `name` ("CPU", "NULL"; case-insensitive), created on first use.
+// Throws devices::Error listing the known names for an unknown one.
+Device& get(const std::string& name);
+std::vector<std::string> registered();
+// Backends outside this folder register a factory before first use (e.g. "AMD").
+void register_device(const std::string& name, std::function<std::unique_ptr<Device>()> factory);
+
+}  // namespace devices

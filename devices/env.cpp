@@ -1,0 +1,41 @@
+// Environment flags (see env.h), parsed once on first use.
+#include "devices/env.h"
+
+#include <cstdlib>
+#include <thread>
+
+namespace devices::env {
+
+namespace {
+int int_flag(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    char* end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    return (end && *end == 0) ? int(x) : fallback;
+}
+}  // namespace
+
+int debug() {
+    static const int v = int_flag("DEBUG", 0);
+    return v;
+}
+
+int threads() {
+    static const int v = [] {
+        int hw = int(std::thread::hardware_concurrency());
+        int n = int_flag("TINYLLM_THREADS", hw > 0 ? hw : 1);
+        return n < 1 ? 1 : n;
+    }();
+    return v;
+}
+
+const std::string& device() {
+    static const std::string v = [] {
+        const char* d = std::getenv("TINYLLM_DEVICE");
+        return std::string(d && *d ? d : "CPU");
+    }();
+    return v;
+}
+
+}  // namespace devices::env

@@ -1,0 +1,15 @@
+// Every environment flag of the engine and the devices, read once, in one place.
+//   DEBUG=1 kernel counts and times per forward, 2 one line per kernel, 4 the generated LLVM IR
+//   TINYLLM_THREADS=N  CPU thread pool size (default: all hardware threads)
+//   TINYLLM_DEVICE=NAME  default device for new tensors (default CPU)
+#pragma once
+
+#include <string>
+
+namespace devices::env {
+
+int debug();                 // DEBUG
+int threads();               // TINYLLM_THREADS, or the hardware concurrency
+const std::string& device(); // TINYLLM_DEVICE, or "CPU"
+
+}  // namespace devices::env

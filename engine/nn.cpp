@@ -1,0 +1,217 @@
+// Model helpers built from engine ops (softmax, norms, activations, RoPE, matmul) and the custom-kernel
+// dispatch for weights (linear, embedding, dequantize) and attention.
+#include "engine/ref_kernels_impl.h"
+#include "engine/ir_impl.h"
+#include "engine/realize_impl.h"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+
+namespace engine {
+
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
+
+int64_t gguf_id(DType d) {
+    switch (d.code) {
+        case DType::F32: return int64_t(gguf::Type::F32);
+        case DType::F16: return int64_t(gguf::Type::F16);
+        case DType::BF16: return int64_t(gguf::Type::BF16);
+        case DType::GGUF: return int64_t(d.block);
+        default: return -1;
+    }
+}
+
+void check_weight(const Tensor& w, const char* op) {
+    if (!w.defined() || w.ndim() != 2) fail(op, "weights must be 2-d (rows, cols)");
+    if (gguf_id(w.dtype()) < 0) fail(op, "unsupported weight dtype " + w.dtype().name());
+    if (w.dtype().is_quantized() && !gguf::type_traits(w.dtype().block).dequantize)
+        fail(op, "no dequantizer for " + w.dtype().name() + " yet");
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w) {
+    check_weight(w, "linear");
+    if (x.dim(-1).max() != w.dim(1).max() || !same(x.dim(-1), w.dim(1)))
+        fail("linear", "input " + shape_str(x.shape()) + " does not match weight " + shape_str(w.shape()));
+    Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+    Dim T = numel(out_shape), N = w.dim(0), K = w.dim(1);
+    out_shape.push_back(N);
+    Tensor xf = x.cast(f32).reshape({T, K});
+    auto type = gguf::Type(gguf_id(w.dtype()));
+    CustomCall call;
+    call.out_shape = {T, N};
+    call.scalars = {T, N, K, gguf_id(w.dtype())};
+    call.n_work = N;
+    if (ref_kernels::hand_kernels()) {
+        // Hand kernels multiply by activations packed in the weight type's partner format (Q8_0, Q8_K, ...).
+        gguf::Type act = ref_kernels::hand_activation_type(type);
+        Tensor xa = xf;
+        if (act != gguf::Type::F32) {
+            CustomCall q;
+            q.kernel = &ref_kernels::HAND_QUANTIZE;
+            q.inputs = {xf};
+            q.out_shape = {T, ref_kernels::hand_activation_row_bytes(type, K.value())};
+            q.out_dtype = u8;
+            q.scalars = {K, int64_t(act)};
+            q.n_work = T;
+            xa = custom(q);
+        }
+        call.kernel = &ref_kernels::HAND_MATMUL;
+        call.inputs = {xa, w};
+    } else {
+        call.kernel = &ref_kernels::LINEAR_DEQUANT;
+        call.inputs = {xf, w};
+    }
+    return custom(call).reshape(out_shape);
+}
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+    check_weight(table, "embedding");
+    if (!ids.dtype().is_int()) fail("embedding", "ids must be integers, got " + ids.dtype().name());
+    Shape out_shape = ids.shape();
+    out_shape.push_back(table.dim(1));
+    Dim n = ids.numel();
+    if (!table.dtype().is_quantized()) {
+        Tensor idx = ids.reshape({n, 1}).expand({n, table.dim(1)});
+        return gather(table, 0, idx).cast(f32).reshape(out_shape);
+    }
+    CustomCall call;
+    call.kernel = &ref_kernels::GET_ROWS;
+    call.inputs = {table, ids.cast(i32).reshape({n})};
+    call.out_shape = {n, table.dim(1)};
+    call.scalars = {table.dim(0), table.dim(1), gguf_id(table.dtype())};
+    call.n_work = n;
+    return custom(call).reshape(out_shape);
+}
+
+Tensor dequantize(const Tensor& w) {
+    if (!w.dtype().is_quantized()) return w.cast(f32);
+    check_weight(w, "dequantize");
+    CustomCall call;
+    call.kernel = &ref_kernels::DEQUANTIZE;
+    call.inputs = {w};
+    call.out_shape = w.shape();
+    call.scalars = {w.dim(1), gguf_id(w.dtype())};
+    call.n_work = w.dim(0);
+    return custom(call);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+    if (a.ndim() < 2 || b.ndim() < 2) fail("matmul", "needs at least 2-d operands");
+    if (!same(a.dim(-1), b.dim(-2))) fail("matmul", "inner dimensions differ: " + shape_str(a.shape()) + " @ " + shape_str(b.shape()));
+    // (..., M, K, 1) * (..., 1, K, N) summed over K; b is read transposed so K is the inner stride.
+    Tensor p = a.unsqueeze(-1) * b.unsqueeze(-3);
+    return p.sum(-2);
+}
+
+Tensor softmax(const Tensor& x_in, int axis) {
+    Tensor x = x_in.dtype().is_float() ? x_in : x_in.cast(f32);
+    Tensor e = exp(x - x.max(axis, true));
+    return e / e.sum(axis, true);
+}
+
+Tensor rms_norm(const Tensor& x_in, double eps) {
+    Tensor x = x_in.cast(f32);
+    return x * rsqrt((x * x).mean(-1, true) + eps);
+}
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) { return rms_norm(x, eps) * weight.cast(f32); }
+
+Tensor sigmoid(const Tensor& x) { return reciprocal(exp(-x) + 1.0); }
+Tensor silu(const Tensor& x) { return x * sigmoid(x); }
+Tensor softplus(const Tensor& x) {
+    // log(1 + e^x) loses everything to rounding for large x, where it equals x.
+    return where(gt(x, Tensor::scalar(20.0, x.dtype())), x, log(exp(x) + 1.0));
+}
+
+Tensor cumsum(const Tensor& x_in, int axis) {
+    Tensor x = x_in.transpose(axis, -1);
+    Dim n = x.dim(-1);
+    // out[..., i] = sum over j <= i of x[..., j]: a masked sum over an (i, j) square.
+    Tensor i = Tensor::arange(n).reshape({n, 1}), j = Tensor::arange(n).reshape({1, n});
+    Tensor masked = where(le(j, i), x.unsqueeze(-2), Tensor::scalar(0, x.dtype()));
+    return masked.sum(-1).transpose(axis, -1);
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& x_in, int k) {
+    Tensor x = x_in.cast(f32);
+    Dim n = x.dim(-1);
+    if (k < 1 || k > n.min()) fail("topk", "k = " + std::to_string(k) + " outside [1, " + n.str() + "]");
+    Shape out_shape = x.shape();
+    out_shape.back() = k;
+    Dim rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+    CustomCall call;
+    call.kernel = &ref_kernels::TOPK;
+    call.inputs = {x.reshape({rows, n})};
+    call.out_shape = {rows, k};
+    call.out_dtype = i32;
+    call.scalars = {n, k};
+    call.n_work = rows;
+    Tensor idx = custom(call).reshape(out_shape);
+    return {gather(x, -1, idx), idx};
+}
+
+namespace {
+// theta^(-2i/rope_dim) as ggml computes it: a running float product of powf(theta, -2/rope_dim).
+Tensor inv_freqs(int rope_dim, double theta) {
+    static std::mutex mu;
+    static std::map<std::pair<int, double>, Tensor> cache;
+    std::lock_guard lock(mu);
+    auto& t = cache[{rope_dim, theta}];
+    if (!t.defined()) {
+        std::vector<float> f(size_t(rope_dim / 2));
+        float scale = std::pow(float(theta), -2.0f / float(rope_dim)), v = 1.0f;
+        for (auto& x : f) x = v, v *= scale;
+        t = Tensor::from_vector(f, {rope_dim / 2});
+    }
+    return t;
+}
+}  // namespace
+
+Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors) {
+    if (x_in.ndim() != 3) fail("rope", "expects (T, H, Dh), got " + shape_str(x_in.shape()));
+    Tensor x = x_in.cast(f32);
+    Dim T = x.dim(0), H = x.dim(1), Dh = x.dim(2);
+    if (rope_dim <= 0 || rope_dim % 2 || rope_dim > Dh.max()) fail("rope", "rope_dim " + std::to_string(rope_dim) + " invalid for head size " + Dh.str());
+    int half = rope_dim / 2;
+    Tensor freq = inv_freqs(rope_dim, theta);
+    if (freq_factors.defined()) freq = freq / freq_factors.cast(f32);
+    Tensor pos = (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32).reshape({T, 1});
+    Tensor angle = pos * freq.reshape({1, half});             // (T, half)
+    Tensor c = cos(angle).reshape({T, 1, half}), s = sin(angle).reshape({T, 1, half});
+    Tensor x0, x1;
+    if (layout == RopeLayout::NEOX) {
+        x0 = x.slice(2, 0, half), x1 = x.slice(2, half, half);
+    } else {
+        Tensor pairs = x.slice(2, 0, rope_dim).reshape({T, H, half, 2});
+        x0 = pairs.slice(3, 0, 1).squeeze(3), x1 = pairs.slice(3, 1, 1).squeeze(3);
+    }
+    Tensor r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;         // (T, H, half)
+    Tensor rotated = layout == RopeLayout::NEOX ? concat({r0, r1}, 2) : stack({r0, r1}, 3).reshape({T, H, rope_dim});
+    if (rope_dim == Dh.max() && Dh.is_const()) return rotated;
+    return concat({rotated, x.slice(2, rope_dim, Dh - rope_dim)}, 2);
+}
+
+Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale) {
+    if (q.ndim() != 3 || k_cache.ndim() != 3 || v_cache.ndim() != 3) fail("attention", "expects q (T, H, Dk), caches (C, Hkv, D)");
+    Dim T = q.dim(0), H = q.dim(1), Dk = q.dim(2), Hkv = k_cache.dim(1), Dv = v_cache.dim(2);
+    if (!same(k_cache.dim(2), Dk) || !same(v_cache.dim(1), Hkv) || !same(k_cache.dim(0), v_cache.dim(0)))
+        fail("attention", "cache shapes " + shape_str(k_cache.shape()) + ", " + shape_str(v_cache.shape()) + " do not match q " + shape_str(q.shape()));
+    if (!H.is_const() || !Hkv.is_const() || H.value() % Hkv.value()) fail("attention", "n_head must be a multiple of n_head_kv");
+    for (const Tensor* c : {&k_cache, &v_cache})
+        if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
+    CustomCall call;
+    call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
+    call.inputs = {q.cast(f32), k_cache, v_cache};
+    call.out_shape = {T, H, Dv};
+    call.scalars = {T, H, Hkv, Dk, Dv, start_pos, int64_t(k_cache.dtype().code == DType::F16), int64_t(v_cache.dtype().code == DType::F16),
+                    k_cache.dim(0)};
+    call.fscalars = {scale};
+    call.n_work = T * H;
+    return custom(call);
+}
+
+}  // namespace engine

@@ -1,0 +1,402 @@
+// The engine's one public header: lazy Tensors over a hash-consed graph, bound symbolic ints (Var, Dim),
+// ops that only build nodes, realize/capture entry points and custom kernels. DESIGN.md §3.
+// Nothing runs until realize(): the scheduler fuses the graph into kernels, JIT-compiles and launches them.
+#pragma once
+
+#include "gguf/types.h"
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace gguf {
+struct TensorInfo;
+}
+
+namespace engine {
+
+// Every error the engine throws on bad use or bad input; the message starts with "[engine] <op>: ".
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Element types. GGUF block types (Q4_K, ...) are opaque: a tensor of them has its shape in elements
+// and is consumed only by custom kernels (linear, embedding) and by dequantize().
+class DType {
+public:
+    enum Code : uint8_t { BOOL, U8, I8, U16, I16, U32, I32, I64, F16, BF16, F32, GGUF };
+    constexpr DType(Code c = F32) : code(c), block(gguf::Type::F32) {}
+    // F32/F16/BF16/I8/I16/I32/I64 map to the plain dtypes; anything else is an opaque block type.
+    static DType from_gguf(gguf::Type t);
+
+    Code code;
+    gguf::Type block;  // meaningful only when code == GGUF
+
+    bool is_float() const { return code == F16 || code == BF16 || code == F32; }
+    bool is_int() const { return code >= U8 && code <= I64; }
+    bool is_signed() const { return code == I8 || code == I16 || code == I32 || code == I64; }
+    bool is_quantized() const { return code == GGUF; }
+    size_t itemsize() const;                 // bytes per element; 0 for block types
+    size_t nbytes(int64_t numel) const;      // storage for numel elements (whole blocks for GGUF types)
+    std::string name() const;                // "f32", "q4_K", ...
+    friend bool operator==(DType a, DType b) { return a.code == b.code && (a.code != GGUF || a.block == b.block); }
+};
+inline constexpr DType bool_{DType::BOOL}, u8{DType::U8}, i8{DType::I8}, u16{DType::U16}, i16{DType::I16},
+    u32{DType::U32}, i32{DType::I32}, i64{DType::I64}, f16{DType::F16}, bf16{DType::BF16}, f32{DType::F32};
+
+// ---------------------------------------------------------------------------------------------------
+// Graph nodes are internal (engine/ir_impl.h); handles keep them alive by reference count.
+struct Node;
+void node_retain(const Node* n);
+void node_release(const Node* n);
+class NodeRef {
+public:
+    NodeRef() = default;
+    explicit NodeRef(const Node* n) : n_(n) { if (n_) node_retain(n_); }
+    NodeRef(const NodeRef& o) : n_(o.n_) { if (n_) node_retain(n_); }
+    NodeRef(NodeRef&& o) noexcept : n_(o.n_) { o.n_ = nullptr; }
+    NodeRef& operator=(NodeRef o) noexcept { std::swap(n_, o.n_); return *this; }
+    ~NodeRef() { if (n_) node_release(n_); }
+    const Node* get() const { return n_; }
+    const Node* operator->() const { return n_; }
+    const Node& operator*() const { return *n_; }
+    explicit operator bool() const { return n_ != nullptr; }
+    friend bool operator==(const NodeRef& a, const NodeRef& b) { return a.n_ == b.n_; }
+
+private:
+    const Node* n_ = nullptr;
+};
+
+class Var;
+
+// A symbolic integer: a constant or an expression over Vars (start_pos + n_tokens). Used for shapes,
+// offsets and index math; one compiled kernel serves every value the Vars take.
+class Dim {
+public:
+    Dim(int64_t v = 0);
+    Dim(int v) : Dim(int64_t(v)) {}
+    Dim(const Var& v);
+    explicit Dim(NodeRef expr);            // an integer expression node (internal)
+
+    bool is_const() const { return !expr_; }
+    int64_t value() const;                 // the constant; throws for a symbolic Dim
+    int64_t min() const;                   // bounds over all values of its Vars
+    int64_t max() const;
+    int64_t eval() const;                  // value under the Vars' current bindings
+    NodeRef node() const;                  // as an i64 expression node (a CONST for constants)
+    std::string str() const;               // "start_pos+1"
+
+    friend Dim operator+(const Dim& a, const Dim& b);
+    friend Dim operator-(const Dim& a, const Dim& b);
+    friend Dim operator*(const Dim& a, const Dim& b);
+    friend Dim operator/(const Dim& a, const Dim& b);  // floor division (operands are non-negative)
+    friend Dim operator%(const Dim& a, const Dim& b);
+    friend bool same(const Dim& a, const Dim& b);     // structurally equal (constants by value)
+
+private:
+    int64_t c_ = 0;
+    NodeRef expr_;
+};
+using Shape = std::vector<Dim>;
+std::string shape_str(const Shape& s);  // "(2,start_pos+1,64)"
+Dim numel(const Shape& s);
+
+// A bound symbolic integer with a range [min, max]: start_pos, n_tokens. Copies share the binding.
+// Bind before realize()/a Jit call; every kernel reads the current value when it launches.
+class Var {
+public:
+    Var(std::string name, int64_t min, int64_t max);
+    const std::string& name() const;
+    int64_t min() const;
+    int64_t max() const;
+    int64_t value() const;
+    const Var& bind(int64_t value) const;  // throws when outside [min, max]
+    NodeRef node() const;
+
+private:
+    NodeRef node_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// A lazy tensor: a small handle to a graph node. Copies share state: realizing or assigning through
+// one handle is seen by all its copies. Row-major; shape[0] is the outermost dimension.
+// The engine is used from one thread at a time (the model loop); kernels themselves run in parallel.
+namespace detail { struct TensorImpl; }
+
+class Tensor {
+public:
+    Tensor() = default;
+
+    // --- creation ---------------------------------------------------------------------------------
+    static Tensor empty(const Shape& shape, DType dtype = f32, const std::string& device = "CPU");
+    static Tensor full(const Shape& shape, double value, DType dtype = f32);   // lazy constant
+    static Tensor zeros(const Shape& shape, DType dtype = f32) { return full(shape, 0.0, dtype); }
+    static Tensor ones(const Shape& shape, DType dtype = f32) { return full(shape, 1.0, dtype); }
+    static Tensor scalar(double value, DType dtype = f32) { return full({}, value, dtype); }
+    static Tensor from_dim(const Dim& d, DType dtype = i32);   // the value of a Var expression
+    static Tensor arange(const Dim& n, DType dtype = i32);      // 0, 1, ..., n-1
+    // Copies `bytes` of raw data (dtype's storage layout) into a new realized buffer.
+    static Tensor from_data(const void* data, size_t bytes, const Shape& shape, DType dtype,
+                            const std::string& device = "CPU");
+    template <class T> static Tensor from_vector(const std::vector<T>& v, const Shape& shape);
+    // Wraps external memory without copying (mmap'd weights); `owner` keeps it alive. Read-only.
+    static Tensor external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner);
+    // A GGUF tensor in place: shape reversed from ggml order (dims[0] innermost -> last), dtype from its
+    // type. `owner` keeps the mapping alive (e.g. the gguf::File).
+    static Tensor from_gguf(const gguf::TensorInfo& info, std::shared_ptr<const void> owner);
+
+    // --- properties -------------------------------------------------------------------------------
+    const Shape& shape() const;
+    int ndim() const { return int(shape().size()); }
+    Dim dim(int axis) const;  // negative counts from the end
+    DType dtype() const;
+    Dim numel() const { return engine::numel(shape()); }
+    const std::string& device() const;
+    bool defined() const { return impl_ != nullptr; }
+    bool is_realized() const;  // backed by a buffer (no pending work)
+    NodeRef node() const;
+
+    // --- movement: views, never copies -------------------------------------------------------------
+    Tensor reshape(const Shape& shape) const;              // one dim may be -1
+    Tensor permute(const std::vector<int>& order) const;
+    Tensor transpose(int a = -2, int b = -1) const;
+    Tensor expand(const Shape& shape) const;               // broadcast size-1 dims (and add leading ones)
+    Tensor shrink(const std::vector<std::pair<Dim, Dim>>& ranges) const;  // [begin, end) per dim
+    Tensor pad(const std::vector<std::pair<Dim, Dim>>& widths, double value = 0.0) const;  // before, after
+    Tensor slice(int axis, const Dim& start, const Dim& length) const;
+    Tensor unsqueeze(int axis) const;
+    Tensor squeeze(int axis) const;
+    Tensor flatten(int start = 0, int end = -1) const;
+
+    // --- type -------------------------------------------------------------------------------------
+    Tensor cast(DType dtype) const;
+    Tensor bitcast(DType dtype) const;  // same itemsize
+    Tensor contiguous() const;          // forces a materialized, row-major copy
+
+    // --- reductions (keepdim keeps reduced axes as size 1) ------------------------------------------
+    Tensor sum(const std::vector<int>& axes, bool keepdim = false) const;
+    Tensor max(const std::vector<int>& axes, bool keepdim = false) const;
+    Tensor mean(const std::vector<int>& axes, bool keepdim = false) const;
+    Tensor sum(int axis, bool keepdim = false) const { return sum(std::vector<int>{axis}, keepdim); }
+    Tensor max(int axis, bool keepdim = false) const { return max(std::vector<int>{axis}, keepdim); }
+    Tensor mean(int axis, bool keepdim = false) const { return mean(std::vector<int>{axis}, keepdim); }
+
+    // --- state --------------------------------------------------------------------------------------
+    // Writes `value` (broadcast to this shape) into this view of a realized buffer at the next realize.
+    // Every handle of the underlying buffer then reads the written data: the KV cache idiom is
+    //   cache.slice(0, start_pos, n).assign(k);  keys = cache.slice(0, 0, start_pos + n);
+    Tensor& assign(const Tensor& value);
+    Tensor& realize();
+    // Overwrites a realized buffer's contents from host memory (jit inputs: token ids, ...).
+    void copy_from(const void* data, size_t bytes);
+    // Realizes and copies to the host, converting numeric dtypes to T.
+    template <class T> std::vector<T> to_vector() const;
+    template <class T> T item() const { return to_vector<T>().at(0); }
+
+    explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+    const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
+
+private:
+    std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+// Realizes several tensors in one schedule (shared work runs once); also runs every pending assign.
+void realize(const std::vector<Tensor>& tensors);
+
+// ---------------------------------------------------------------------------------------------------
+// Elementwise ops broadcast numpy-style and promote dtypes (bool < ints < f16/bf16 < f32); a scalar
+// operand takes the tensor's dtype.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);  // ints: truncating division
+Tensor operator%(const Tensor& a, const Tensor& b);  // ints: C remainder; floats: fmod
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+Tensor exp2(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, double b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor lt(const Tensor& a, const Tensor& b);  // comparisons give bool
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor shl(const Tensor& a, const Tensor& b);
+Tensor shr(const Tensor& a, const Tensor& b);  // arithmetic for signed, logical for unsigned
+
+Tensor concat(const std::vector<Tensor>& parts, int axis);
+Tensor stack(const std::vector<Tensor>& parts, int axis);
+// out[i...] = x[i... with i[axis] replaced by index[i...]] (torch.gather); index is clamped into range.
+Tensor gather(const Tensor& x, int axis, const Tensor& index);
+
+// ---------------------------------------------------------------------------------------------------
+// Model helpers (engine/nn.cpp). Shapes in comments: (T, D) = tokens x features.
+Tensor matmul(const Tensor& a, const Tensor& b);          // (..., M, K) @ (..., K, N), generated kernel
+Tensor linear(const Tensor& x, const Tensor& w);          // (..., K) x (N, K)^T -> (..., N) f32; any weight dtype
+Tensor embedding(const Tensor& table, const Tensor& ids); // (V, D)[ids (...)] -> (..., D) f32; any table dtype
+Tensor dequantize(const Tensor& w);                       // any dtype -> f32, same shape
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);  // over the last axis
+Tensor rms_norm(const Tensor& x, double eps);                         // without weight
+Tensor silu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor softplus(const Tensor& x);
+Tensor cumsum(const Tensor& x, int axis);
+// The k largest values along the last axis, in descending order (ties: lower index first).
+std::pair<Tensor, Tensor> topk(const Tensor& x, int k);   // (values f32, indices i32)
+
+// Rotary embedding of x (T, H, Dh) at positions start_pos + t, rotating the first rope_dim features.
+// NORM pairs (2i, 2i+1) (llama); NEOX pairs (i, i + rope_dim/2) (qwen2/3, neox).
+enum class RopeLayout { NORM, NEOX };
+Tensor rope(const Tensor& x, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout,
+            const Tensor& freq_factors = {});
+// Causal grouped-query attention over a KV cache (custom kernel). q (T, H, Dk) is at positions
+// start_pos..start_pos+T-1; k_cache (C, Hkv, Dk) and v_cache (C, Hkv, Dv) hold positions 0..start_pos+T-1
+// (f32 or f16). Returns (T, H, Dv) f32.
+Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale);
+
+// ---------------------------------------------------------------------------------------------------
+// Custom kernels: a node that calls a hand-written function over materialized, contiguous inputs.
+// On CPU the function runs over [begin, end) of n_work items, split across the thread pool.
+struct CustomArgs {
+    static constexpr int MAX_INPUTS = 8, MAX_SCALARS = 16;
+    const void* in[MAX_INPUTS] = {};
+    void* out = nullptr;
+    int64_t scalar[MAX_SCALARS] = {};  // the Dims given at the call, evaluated at launch
+    double fscalar[MAX_SCALARS] = {};  // float parameters (scale, eps, ...)
+};
+using CpuKernelFn = void (*)(const CustomArgs& args, int64_t begin, int64_t end);
+
+struct CustomKernel {
+    std::string name;
+    CpuKernelFn cpu = nullptr;  // nullptr: no CPU implementation (the error says so)
+    int64_t grain = 1;          // fewest work items worth a thread
+};
+
+struct CustomCall {
+    const CustomKernel* kernel = nullptr;  // must outlive the graph (a static table entry)
+    std::vector<Tensor> inputs;
+    Shape out_shape;
+    DType out_dtype = f32;
+    std::vector<Dim> scalars;
+    std::vector<double> fscalars;
+    Dim n_work = 1;
+};
+Tensor custom(const CustomCall& call);
+
+// ---------------------------------------------------------------------------------------------------
+// Graph capture/replay (like tinygrad's TinyJit). The first call of a shape class (input shapes and
+// dtypes) runs `fn` and records every kernel it launches with its buffers; later calls replay them
+// with new input buffers and the Vars' current bindings, without building, scheduling or compiling.
+// Work inside `fn` runs on every replay: create state (caches, tables) before the first call.
+// Returned tensors alias the captured output buffers and are overwritten by the next call.
+class Jit {
+public:
+    using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+    explicit Jit(Fn fn);
+    ~Jit();
+    Jit(const Jit&) = delete;
+    Jit& operator=(const Jit&) = delete;
+    std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+    size_t n_captured() const;  // shape classes recorded so far
+    void reset();               // forget all captures
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Counters since process start (the capture test asserts a replay adds none of the first three).
+struct Stats {
+    uint64_t nodes_built = 0;      // graph nodes created (cache misses of the hash-consing table)
+    uint64_t schedules = 0;        // graphs scheduled into kernels
+    uint64_t compiles = 0;         // kernels JIT-compiled (kernel-cache misses)
+    uint64_t kernels_run = 0;      // generated kernel launches
+    uint64_t custom_run = 0;       // custom kernel launches
+    uint64_t replays = 0;          // Jit replays
+};
+Stats stats();
+
+// The kernels the last realize() scheduled (tests assert fusion with these).
+struct KernelInfo {
+    std::string name;   // "r_64_256": r(educe)/E(lementwise)/C(ustom), then the loop sizes
+    bool custom = false;
+    bool has_reduce = false;
+    Shape out_shape;
+};
+std::vector<KernelInfo> last_schedule();
+
+}  // namespace engine
+
+// --- template definitions --------------------------------------------------------------------------
+namespace engine {
+namespace detail {
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return f32; }
+template <> constexpr DType dtype_of<int32_t>() { return i32; }
+template <> constexpr DType dtype_of<int64_t>() { return i64; }
+template <> constexpr DType dtype_of<uint8_t>() { return u8; }
+template <> constexpr DType dtype_of<int8_t>() { return i8; }
+template <> constexpr DType dtype_of<uint16_t>() { return u16; }
+template <> constexpr DType dtype_of<int16_t>() { return i16; }
+template <> constexpr DType dtype_of<uint32_t>() { return u32; }
+template <> constexpr DType dtype_of<bool>() { return bool_; }
+// Host copy of a realized tensor converted to f64/i64 (the conversion hub of to_vector).
+std::vector<double> to_f64(const Tensor& t);
+std::vector<int64_t> to_i64(const Tensor& t);
+}  // namespace detail
+
+template <class T> Tensor Tensor::from_vector(const std::vector<T>& v, const Shape& shape) {
+    if constexpr (std::is_same_v<T, bool>) {
+        std::vector<uint8_t> b(v.begin(), v.end());
+        return from_data(b.data(), b.size(), shape, bool_);
+    } else {
+        return from_data(v.data(), v.size() * sizeof(T), shape, detail::dtype_of<T>());
+    }
+}
+
+template <class T> std::vector<T> Tensor::to_vector() const {
+    std::vector<T> out;
+    if constexpr (std::is_floating_point_v<T>) {
+        for (double d : detail::to_f64(*this)) out.push_back(static_cast<T>(d));
+    } else {
+        for (int64_t d : detail::to_i64(*this)) out.push_back(static_cast<T>(d));
+    }
+    return out;
+}
+}  // namespace engine

@@ -1,0 +1,178 @@
+// Model helpers against naive references: linear/embedding/dequantize for every weight dtype the gguf
+// table can dequantize, attention (GQA, causal prefill, f16 cache), RoPE layouts, topk, activations.
+#include "engine_test_util.h"
+
+#include "engine/ref_kernels_impl.h"
+#include "gguf/gguf.h"
+
+using namespace engine;
+using namespace etest;
+
+namespace {
+
+// Weights of `type` quantized from random floats with the gguf reference quantizer, and the floats
+// they dequantize to (the reference for the kernels).
+struct Weights {
+    Tensor t;
+    std::vector<double> deq;
+};
+Weights weights(gguf::Type type, int64_t rows, int64_t cols, uint32_t seed) {
+    std::vector<double> v = uniform(size_t(rows * cols), seed, -1, 1);
+    std::vector<float> f(v.begin(), v.end());
+    const gguf::TypeTraits& tr = gguf::type_traits(type);
+    std::vector<uint8_t> raw(size_t(rows * cols / tr.block_size) * tr.bytes_per_block);
+    tr.quantize(f.data(), raw.data(), rows * cols);
+    std::vector<float> back(f.size());
+    tr.dequantize(raw.data(), back.data(), rows * cols);
+    return {Tensor::from_data(raw.data(), raw.size(), {rows, cols}, DType::from_gguf(type)), std::vector<double>(back.begin(), back.end())};
+}
+
+const gguf::Type TYPES[] = {gguf::Type::F32, gguf::Type::F16, gguf::Type::BF16, gguf::Type::Q8_0};
+
+// Activations as the kernel sees them: the hand kernels pack them in the weight type's partner format
+// (F16, BF16, Q8_0, ... as ggml does), the reference kernels use f32.
+std::vector<double> as_activations(std::vector<double> x, gguf::Type weight, int64_t K) {
+    gguf::Type act = ref_kernels::hand_kernels() ? ref_kernels::hand_activation_type(weight) : gguf::Type::F32;
+    const gguf::TypeTraits& tr = gguf::type_traits(act);
+    for (size_t r = 0; r < x.size() / size_t(K); r++) {
+        std::vector<float> row(x.begin() + r * K, x.begin() + (r + 1) * K);
+        std::vector<float> back(row.size());
+        std::vector<uint8_t> raw(size_t(K / tr.block_size) * tr.bytes_per_block);
+        tr.quantize(row.data(), raw.data(), K);
+        tr.dequantize(raw.data(), back.data(), K);
+        std::copy(back.begin(), back.end(), x.begin() + r * K);
+    }
+    return x;
+}
+
+}  // namespace
+
+TEST_CASE("linear multiplies by every weight dtype") {
+    for (gguf::Type type : TYPES) {
+        for (int64_t T : {1, 3, 17}) {
+            const int64_t N = 37, K = 64;
+            Weights w = weights(type, N, K, 1);
+            std::vector<double> x = uniform(size_t(T * K), 2);
+            for (auto& v : x) v = to_dtype(v, f32);
+            std::vector<double> xa = as_activations(x, type, K), want;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t r = 0; r < N; r++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; k++) s += xa[t * K + k] * w.deq[r * K + k];
+                    want.push_back(s);
+                }
+            Tensor y = linear(tensor(x, {T, K}, f32), w.t);
+            REQUIRE(shape_str(y.shape()) == "(" + std::to_string(T) + "," + std::to_string(N) + ")");
+            require_close(values(y), want, 1e-5, 1e-5, std::string(gguf::type_name(type)));
+        }
+    }
+    // batch dims are flattened and restored; a wrong inner size is an error
+    Weights w = weights(gguf::Type::F32, 5, 8, 3);
+    REQUIRE(shape_str(linear(Tensor::ones({2, 3, 8}), w.t).shape()) == "(2,3,5)");
+    REQUIRE_THROWS_WITH(linear(Tensor::ones({2, 7}), w.t), Catch::Contains("[engine] linear: input (2,7) does not match weight (5,8)"));
+}
+
+TEST_CASE("embedding and dequantize read rows of any table dtype") {
+    for (gguf::Type type : TYPES) {
+        const int64_t V = 11, D = 64;
+        Weights w = weights(type, V, D, 4);
+        Tensor ids = tensor({3, 0, 10, 3, 7}, {5}, i32);
+        std::vector<double> want;
+        for (int id : {3, 0, 10, 3, 7})
+            for (int64_t d = 0; d < D; d++) want.push_back(w.deq[id * D + d]);
+        Tensor e = embedding(w.t, ids);
+        REQUIRE(shape_str(e.shape()) == "(5,64)");
+        REQUIRE(e.dtype() == f32);
+        require_close(values(e), want, 0, 0, std::string(gguf::type_name(type)));
+        require_close(values(dequantize(w.t)), w.deq, 0);
+    }
+}
+
+TEST_CASE("causal GQA attention over an f32 or f16 cache") {
+    const int64_t C = 16, Hkv = 2, H = 6, Dk = 8, Dv = 5, T = 4, start = 3;
+    for (DType cache_dt : {f32, f16}) {
+        std::vector<double> q = uniform(size_t(T * H * Dk), 5), k = uniform(size_t(C * Hkv * Dk), 6), v = uniform(size_t(C * Hkv * Dv), 7);
+        for (auto& x : q) x = to_dtype(x, f32);
+        for (auto& x : k) x = to_dtype(x, cache_dt);
+        for (auto& x : v) x = to_dtype(x, cache_dt);
+        double scale = 1.0 / std::sqrt(double(Dk));
+        std::vector<double> want;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                int64_t kvh = h / (H / Hkv), n = start + t + 1;
+                std::vector<double> s(static_cast<size_t>(n), 0.0);
+                double m = -1e30, sum = 0;
+                for (int64_t p = 0; p < n; p++) {
+                    for (int64_t i = 0; i < Dk; i++) s[p] += q[(t * H + h) * Dk + i] * k[(p * Hkv + kvh) * Dk + i];
+                    s[p] *= scale;
+                    m = std::max(m, s[p]);
+                }
+                for (auto& x : s) sum += (x = std::exp(x - m));
+                for (int64_t i = 0; i < Dv; i++) {
+                    double o = 0;
+                    for (int64_t p = 0; p < n; p++) o += s[p] / sum * v[(p * Hkv + kvh) * Dv + i];
+                    want.push_back(o);
+                }
+            }
+        Tensor out = attention(tensor(q, {T, H, Dk}, f32), tensor(k, {C, Hkv, Dk}, cache_dt), tensor(v, {C, Hkv, Dv}, cache_dt), start, scale);
+        REQUIRE(shape_str(out.shape()) == "(4,6,5)");
+        require_close(values(out), want, 2e-5, 2e-6, cache_dt.name());
+    }
+}
+
+TEST_CASE("RoPE rotates NORM pairs and NEOX halves, leaving features past rope_dim") {
+    const int64_t T = 3, H = 2, Dh = 10, start = 7;
+    const int rope_dim = 8;
+    std::vector<double> x = uniform(size_t(T * H * Dh), 8);
+    for (auto& v : x) v = to_dtype(v, f32);
+    for (RopeLayout layout : {RopeLayout::NORM, RopeLayout::NEOX}) {
+        std::vector<double> want = x;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++)
+                for (int i = 0; i < rope_dim / 2; i++) {
+                    double a = double(start + t) * std::pow(10000.0, -2.0 * i / rope_dim);
+                    int64_t base = (t * H + h) * Dh;
+                    int64_t i0 = layout == RopeLayout::NORM ? 2 * i : i, i1 = layout == RopeLayout::NORM ? 2 * i + 1 : i + rope_dim / 2;
+                    want[base + i0] = x[base + i0] * std::cos(a) - x[base + i1] * std::sin(a);
+                    want[base + i1] = x[base + i0] * std::sin(a) + x[base + i1] * std::cos(a);
+                }
+        Tensor r = rope(tensor(x, {T, H, Dh}, f32), start, rope_dim, 10000.0, layout);
+        require_close(values(r), want, 1e-5, 1e-6, layout == RopeLayout::NORM ? "norm" : "neox");
+    }
+}
+
+TEST_CASE("topk, cumsum and activations") {
+    Tensor x = tensor({0.5, 3, -1, 3, 7, 2, /**/ 1, 1, 1, NAN, 0, 5}, {2, 6}, f32);
+    auto [vals, idx] = topk(x, 3);
+    require_close(values(idx), {4, 1, 3, 5, 0, 1}, 0);
+    require_close(values(vals), {7, 3, 3, 5, 1, 1}, 0);
+    Tensor c = tensor({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}, f32);
+    require_close(values(cumsum(c, 1)), {1, 3, 6, 10, 5, 11, 18, 26}, 0);
+    require_close(values(cumsum(c, 0)), {1, 2, 3, 4, 6, 8, 10, 12}, 0);
+    std::vector<double> v = {-30, -2, -0.5, 0, 0.5, 2, 19, 25, 80};
+    Tensor t = tensor(v, {9}, f32);
+    std::vector<double> sg, sl, sp;
+    for (double a : v) {
+        sg.push_back(1 / (1 + std::exp(-a)));
+        sl.push_back(a / (1 + std::exp(-a)));
+        sp.push_back(a > 20 ? a : std::log1p(std::exp(a)));
+    }
+    require_close(values(sigmoid(t)), sg, 2e-6, 1e-12);
+    require_close(values(silu(t)), sl, 2e-6, 1e-12);
+    require_close(values(softplus(t)), sp, 2e-6, 1e-7);
+}
+
+TEST_CASE("GGUF tensors are used in place from the mapped file") {
+    auto file = std::shared_ptr<gguf::File>(gguf::File::open(TINYLLM_SOURCE_DIR "/models/stories260K.gguf"));
+    const gguf::TensorInfo& info = file->tensor("token_embd.weight");
+    Tensor emb = Tensor::from_gguf(info, file);
+    REQUIRE(emb.ndim() == 2);
+    REQUIRE(emb.dim(0).value() == info.dims[1]);  // (vocab, dim): ggml order reversed
+    REQUIRE(emb.dim(1).value() == info.dims[0]);
+    Tensor rows = embedding(emb, tensor({1, 5}, {2}, i32));
+    std::vector<float> all(size_t(info.n_elements()));
+    gguf::type_traits(info.type).dequantize(info.data, all.data(), info.n_elements());
+    std::vector<double> got = values(rows);
+    REQUIRE(got[0] == all[size_t(info.dims[0])]);           // row 1, element 0
+    REQUIRE(got[size_t(info.dims[0]) + 3] == all[size_t(5 * info.dims[0] + 3)]);
+}
