@@ -129,6 +129,7 @@ Tensor operator+(const Tensor& a, double b) { return a + scalar_like(a, b); }
 Tensor operator-(const Tensor& a, double b) { return a - scalar_like(a, b); }
 Tensor operator*(const Tensor& a, double b) { return a * scalar_like(a, b); }
 Tensor operator/(const Tensor& a, double b) { return a / scalar_like(a, b); }
+Tensor operator%(const Tensor& a, double b) { return a % scalar_like(a, b); }
 Tensor operator+(double a, const Tensor& b) { return scalar_like(b, a) + b; }
 Tensor operator-(double a, const Tensor& b) { return scalar_like(b, a) - b; }
 Tensor operator*(double a, const Tensor& b) { return scalar_like(b, a) * b; }

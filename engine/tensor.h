@@ -223,6 +223,7 @@ Tensor operator+(const Tensor& a, double b);
 Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);
 Tensor operator/(const Tensor& a, double b);
+Tensor operator%(const Tensor& a, double b);
 Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
