@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ctime>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -14,21 +16,47 @@ namespace llm {
 // A template failed to parse or render; the message carries the template line.
 struct TemplateError : std::runtime_error {
     using std::runtime_error::runtime_error;
+
+    // Which Python/Jinja exception the reference implementation raises in the same situation.
+    enum class Kind { SYNTAX, UNDEFINED, TYPE, VALUE, SECURITY, RAISED, RUNTIME };
+    TemplateError(Kind kind, int line, std::string message, const std::string& template_name);
+
+    Kind kind = Kind::RUNTIME;
+    int line = 0;         // 1-based line in the template source; 0 when unknown
+    std::string message;  // without the location; for RAISED exactly the template's raise_exception(msg)
 };
 
 class ChatTemplate {
 public:
-    explicit ChatTemplate(const std::string& source);  // parses; throws TemplateError
+    // Parses; throws TemplateError. `name` (e.g. the file) only appears in error messages.
+    explicit ChatTemplate(const std::string& source, std::string name = "");
     ~ChatTemplate();
     ChatTemplate(ChatTemplate&&) noexcept;
     ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
     // `context` holds exactly the variables the template sees: messages, tools, add_generation_prompt,
     // bos_token, eos_token, extra variables (enable_thinking, ...). Key order is preserved.
+    // Thread-safe: one template may render from several threads at once.
     std::string render(const nlohmann::ordered_json& context) const;
 
-    // The template a model without tokenizer.chat_template gets, by tokenizer.ggml.pre / architecture.
+    // Where strftime_now() takes "now" (local time); the system clock by default. Tests pin it.
+    void set_clock(std::function<std::tm()> now);
+
+    // The template a model without tokenizer.chat_template gets, by tokenizer.ggml.pre / architecture:
+    //   llama3, llama-v3, llama-bpe                  -> Llama 3 headers (<|start_header_id|>...<|eot_id|>)
+    //   deepseek-v3, deepseek-llm, deepseek-r1-qwen  -> DeepSeek (<｜User｜>...<｜Assistant｜>)
+    //   glm4, chatglm-bpe                            -> GLM-4 ([gMASK]<sop><|user|>...)
+    //   tekken                                       -> Mistral ([INST]...[/INST])
+    //   kimi-k2                                      -> Kimi (<|im_user|>user<|im_middle|>...<|im_end|>)
+    //   architecture gpt-oss                         -> Harmony (<|start|>role<|message|>...<|end|>)
+    //   architecture gemma, gemma2, gemma3           -> Gemma (<start_of_turn>user ... <end_of_turn>)
+    //   architecture llama without a BPE preset      -> Llama 2 ([INST] <<SYS>> ... [/INST])
+    //   anything else (qwen2, qwen35, olmo, ...)     -> ChatML (<|im_start|>role ... <|im_end|>)
     static std::string fallback_source(const std::string& pre, const std::string& arch);
+
+    // Prepares an OpenAI `messages` array in place for templates: tool-call `arguments` sent as JSON
+    // strings (the OpenAI wire format) become objects, as templates expect. Invalid JSON stays a string.
+    static void prepare_messages(nlohmann::ordered_json& messages);
 
 private:
     struct Impl;

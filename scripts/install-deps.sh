@@ -13,7 +13,7 @@ packages=(
 )
 # Test-only extras: the browser test, the official OpenAI client (npm) and the tokenizer/golden tools.
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium python3-numpy)
+  packages+=(chromium python3-numpy bzip2)  # bzip2: the NFC test reads unicode-data's NormalizationTest.txt.bz2
   # Node.js may come from elsewhere (e.g. nodesource, which conflicts with Debian's npm): keep it.
   command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 fi

@@ -14,6 +14,7 @@ namespace gguf { class File; }
 
 namespace tok {
 
+// Bad input (an unusable vocabulary, an out-of-range id). The message starts with "[tokenizer] ".
 struct Error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
@@ -21,23 +22,31 @@ struct Error : std::runtime_error {
 class Tokenizer {
 public:
     virtual ~Tokenizer() = default;
+    // Throws tok::Error for a vocabulary it cannot use (unknown model or pre-tokenizer preset, ...).
     static std::unique_ptr<Tokenizer> from_gguf(const gguf::File& file);
 
     // add_special: BOS/EOS as the vocabulary's add_bos_token/add_eos_token say.
-    // parse_special: control/user-defined tokens written literally in `text` become their ids.
+    // parse_special: control/user-defined tokens written literally in `text` become their ids
+    // (user-defined tokens always do, as in llama.cpp and Hugging Face tokenizers).
     virtual std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const = 0;
-    virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+    // The text of `ids`, special tokens included as their text, byte for byte (it may end in the middle
+    // of a UTF-8 sequence). SentencePiece vocabularies drop the space they put in front of the text.
+    virtual std::string decode(const std::vector<int32_t>& ids) const;
     virtual std::string piece(int32_t id) const = 0;  // the vocabulary entry as stored
+    // The bytes `id` contributes to decoded text; `first`: it starts the text.
+    virtual std::string token_text(int32_t id, bool first) const = 0;
 
     virtual int32_t n_vocab() const = 0;
     virtual int32_t bos() const = 0;  // -1 when the vocabulary has none
     virtual int32_t eos() const = 0;
     virtual bool add_bos() const = 0;
-    virtual bool is_end(int32_t id) const = 0;  // EOS / EOT / end-of-generation tokens
+    virtual bool is_end(int32_t id) const = 0;      // EOS / EOT / end-of-generation tokens
+    virtual bool is_special(int32_t id) const = 0;  // control, unknown or user-defined token
 };
 
 // Turns ids into text incrementally, emitting only complete UTF-8 code points; partial bytes are held
-// until the next token completes them.
+// until the next token completes them. Bytes that can never become valid UTF-8 come out as U+FFFD at
+// once, so for ids whose decode() is valid UTF-8 the concatenated output equals decode().
 class StreamDecoder {
 public:
     explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
@@ -46,9 +55,8 @@ public:
 
 private:
     const Tokenizer& tokenizer_;
-    std::vector<int32_t> ids_;
-    std::string pending_;
-    size_t emitted_ = 0;
+    std::string pending_;  // an incomplete UTF-8 sequence from the tokens so far
+    bool first_ = true;
 };
 
 }  // namespace tok

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cli {
@@ -19,6 +20,20 @@ public:
     bool flag(const std::string& name);                                 // --x present? (consumed)
     bool value(const std::string& name, std::string& out);              // --x V or --x=V (consumed)
     bool value(const std::string& a, const std::string& b, std::string& out) { return value(a, out) || value(b, out); }
+    bool number(const std::string& name, long long& out);              // integer value, checked
+    bool number(const std::string& name, double& out);                 // numeric value, checked
+    template <class T> bool number(const std::string& name, T& out) {
+        if constexpr (std::is_integral_v<T>) {
+            long long v;
+            if (!number(name, v)) return false;
+            out = static_cast<T>(v);
+        } else {
+            double v;
+            if (!number(name, v)) return false;
+            out = static_cast<T>(v);
+        }
+        return true;
+    }
     std::vector<std::string> positionals();                             // whatever is left; errors on --unknown
     [[noreturn]] void usage_error(const std::string& msg) const;
 
@@ -29,5 +44,11 @@ private:
 };
 
 int cmd_info(const std::vector<std::string>& args);
+int cmd_run(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
+int cmd_chat(const std::vector<std::string>& args);
+int cmd_template(const std::vector<std::string>& args);
 
 }  // namespace cli

@@ -21,6 +21,12 @@ struct Entry {
 
 const Entry COMMANDS[] = {
     {"info", cmd_info, "describe a GGUF model: architecture, sizes, types, tokenizer"},
+    {"run", cmd_run, "generate a raw completion of a prompt"},
+    {"bench", cmd_bench, "measure prefill and decode speed (llama-bench's pp/tg)"},
+    {"tokenize", cmd_tokenize, "show the token ids and pieces of a text under a model's tokenizer"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web chat at /"},
+    {"chat", cmd_chat, "chat in the terminal"},
+    {"template", cmd_template, "render a chat template for a context (prints the prompt exactly)"},
 };
 
 void print_help() {
@@ -66,6 +72,32 @@ bool Args::value(const std::string& name, std::string& out) {
         }
     }
     return false;
+}
+
+bool Args::number(const std::string& name, long long& out) {
+    std::string v;
+    if (!value(name, v)) return false;
+    size_t used = 0;
+    try {
+        out = std::stoll(v, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used == 0 || used != v.size()) usage_error(name + " needs an integer, got '" + v + "'");
+    return true;
+}
+
+bool Args::number(const std::string& name, double& out) {
+    std::string v;
+    if (!value(name, v)) return false;
+    size_t used = 0;
+    try {
+        out = std::stod(v, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used == 0 || used != v.size()) usage_error(name + " needs a number, got '" + v + "'");
+    return true;
 }
 
 std::vector<std::string> Args::positionals() {

@@ -1,0 +1,59 @@
+// Grouped-query attention over the KV cache: q/k/v projections (+bias), per-head or full-width q/k
+// RMSNorm, RoPE on the first rope.n_dims features, causal attention, output projection.
+#include "llm/blocks.h"
+
+#include <cmath>
+
+namespace llm {
+
+AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il) {
+    const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
+    AttentionWeights w;
+    w.attn_q = L.layer(il, "attn_q.weight", {H * Dk, D});
+    w.attn_k = L.layer(il, "attn_k.weight", {Hkv * Dk, D});
+    w.attn_v = L.layer(il, "attn_v.weight", {Hkv * Dv, D});
+    w.attn_output = L.layer(il, "attn_output.weight", {D, H * Dv});
+    if (c.qkv_bias) {
+        w.attn_q_b = L.layer(il, "attn_q.bias", {H * Dk});
+        w.attn_k_b = L.layer(il, "attn_k.bias", {Hkv * Dk});
+        w.attn_v_b = L.layer(il, "attn_v.bias", {Hkv * Dv});
+    }
+    if (c.attn_out_bias) w.attn_output_b = L.layer(il, "attn_output.bias", {D});
+    if (c.qk_norm) {
+        w.attn_q_norm = L.layer(il, "attn_q_norm.weight", {c.qk_norm_full ? H * Dk : Dk});
+        w.attn_k_norm = L.layer(il, "attn_k_norm.weight", {c.qk_norm_full ? Hkv * Dk : Dk});
+    }
+    return w;
+}
+
+void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) {
+    s.k = Tensor::empty({n_ctx, c.n_head_kv, c.head_dim_k}, kv_dtype);
+    s.v = Tensor::empty({n_ctx, c.n_head_kv, c.head_dim_v}, kv_dtype);
+}
+
+Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
+    const Dim T = x.dim(0);
+    const int H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
+    Tensor q = engine::linear(x, w.attn_q);  // (T, H*Dk)
+    Tensor k = engine::linear(x, w.attn_k);  // (T, Hkv*Dk)
+    Tensor v = engine::linear(x, w.attn_v);  // (T, Hkv*Dv)
+    if (c.qkv_bias) q = q + w.attn_q_b, k = k + w.attn_k_b, v = v + w.attn_v_b;
+    if (c.qk_norm_full) q = engine::rms_norm(q, w.attn_q_norm, c.rms_eps), k = engine::rms_norm(k, w.attn_k_norm, c.rms_eps);
+    q = q.reshape({T, H, Dk});
+    k = k.reshape({T, Hkv, Dk});
+    v = v.reshape({T, Hkv, Dv});
+    if (c.qk_norm && !c.qk_norm_full)
+        q = engine::rms_norm(q, w.attn_q_norm, c.rms_eps), k = engine::rms_norm(k, w.attn_k_norm, c.rms_eps);
+    if (c.rope.type != RopeType::NONE) {
+        auto layout = c.rope.type == RopeType::NEOX ? engine::RopeLayout::NEOX : engine::RopeLayout::NORM;
+        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout);
+        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout);
+    }
+    s.k.slice(0, start_pos, T).assign(k);
+    s.v.slice(0, start_pos, T).assign(v);
+    Tensor out = engine::attention(q, s.k, s.v, start_pos, 1.0 / std::sqrt(double(Dk)));  // (T, H, Dv)
+    out = engine::linear(out.reshape({T, H * Dv}), w.attn_output);                          // (T, D)
+    return c.attn_out_bias ? out + w.attn_output_b : out;
+}
+
+}  // namespace llm

@@ -1,0 +1,40 @@
+// The building blocks of every architecture, one file each: weights named as in GGUF, a loader and a
+// forward that reads like the math. Shapes: T tokens, D = n_embd, H heads, Hkv KV heads, Dk/Dv head dims.
+// Internal to llm/ (model.cpp composes them).
+#pragma once
+
+#include "engine/tensor.h"
+#include "llm/config.h"
+#include "llm/weights_impl.h"
+
+namespace llm {
+
+using engine::Dim;
+using engine::Tensor;
+
+// Per-layer sequence state. Attention layers use k/v; recurrent layers (GatedDeltaNet, KDA) their own.
+struct LayerState {
+    Tensor k;  // attention: (C, Hkv, Dk) f16/f32
+    Tensor v;  // attention: (C, Hkv, Dv)
+};
+
+// --- attention (llm/attention.cpp): GQA, RoPE, qkv bias, q/k norm ------------------------------------
+struct AttentionWeights {
+    Tensor attn_q, attn_k, attn_v;        // (H*Dk, D), (Hkv*Dk, D), (Hkv*Dv, D)
+    Tensor attn_q_b, attn_k_b, attn_v_b;  // biases (qkv_bias)
+    Tensor attn_q_norm, attn_k_norm;      // (Dk) per head, or the full width (qk_norm_full)
+    Tensor attn_output, attn_output_b;    // (D, H*Dv), (D)
+};
+AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il);
+void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
+Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+
+// --- feed-forward (llm/ffn.cpp): SwiGLU ---------------------------------------------------------------
+struct FfnWeights {
+    Tensor ffn_gate, ffn_up;  // (F, D)
+    Tensor ffn_down;          // (D, F)
+};
+FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix = "");
+Tensor ffn(const FfnWeights& w, const Tensor& x);  // (T, D) -> (T, D)
+
+}  // namespace llm

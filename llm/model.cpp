@@ -1,0 +1,67 @@
+// Model loading and the forward pass: h = x + mixer(norm(x)); x = h + ffn(norm(h)), then the head.
+#include "llm/model.h"
+
+#include "gguf/gguf.h"
+
+#include <stdexcept>
+
+namespace llm {
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+    auto m = std::make_unique<Model>();
+    std::shared_ptr<const gguf::File> file = gguf::File::open(path);
+    m->file_ = file;
+    m->config_ = read_config(*file);
+    const ModelConfig& c = m->config_;
+    auto unsupported = [&](const std::string& what) {
+        throw std::runtime_error("[model] " + path + ": " + what + " (architecture '" + c.arch + "') is not supported yet");
+    };
+    for (LayerKind k : c.layer_kind)
+        if (k != LayerKind::ATTENTION) unsupported(std::string("layer kind '") + layer_kind_name(k) + "'");
+    if (c.moe.n_expert > 0) unsupported("a mixture-of-experts feed-forward");
+    if (c.attn_gate || c.attn_sinks || c.sliding_window > 0 || c.rope.yarn || !c.rope.sections.empty())
+        unsupported("gated / sink / sliding-window attention or YaRN / multi-section RoPE");
+
+    WeightLoader L(file);
+    const int D = c.n_embd, V = c.n_vocab;
+    m->token_embd = L.get("token_embd.weight", {V, D});
+    m->output_norm = L.get("output_norm.weight", {D});
+    m->output = c.tied_output ? m->token_embd : L.get("output.weight", {V, D});
+    m->layers.resize(c.n_layer);
+    for (int il = 0; il < c.n_layer; il++) {
+        Layer& l = m->layers[il];
+        l.attn_norm = L.layer(il, "attn_norm.weight", {D});
+        l.ffn_norm = L.layer(il, c.post_attn_norm_is_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight", {D});
+        l.attn = load_attention(L, c, il);
+        l.ffn = load_ffn(L, il, c.n_ff, D);
+    }
+    return m;
+}
+
+State Model::new_state(int n_ctx, engine::DType kv_dtype) const {
+    State s;
+    s.n_ctx = n_ctx;
+    s.layers.resize(config_.n_layer);
+    for (int il = 0; il < config_.n_layer; il++) init_attention_state(s.layers[il], config_, n_ctx, kv_dtype);
+    return s;
+}
+
+Tensor Model::mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    return attention(layers[il].attn, config_, x, start_pos, s);
+}
+
+Tensor Model::feed_forward(int il, const Tensor& x) const { return ffn(layers[il].ffn, x); }
+
+Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const {
+    const ModelConfig& c = config_;
+    Tensor x = engine::embedding(token_embd, tokens);  // (T, D)
+    for (int il = 0; il < c.n_layer; il++) {
+        const Layer& l = layers[il];
+        Tensor h = x + mixer(il, engine::rms_norm(x, l.attn_norm, c.rms_eps), start_pos, state.layers[il]);
+        x = h + feed_forward(il, engine::rms_norm(h, l.ffn_norm, c.rms_eps));
+    }
+    if (!all_logits) x = x.slice(0, x.dim(0) - 1, 1);  // (1, D): only the last token's logits are needed
+    return engine::linear(engine::rms_norm(x, output_norm, c.rms_eps), output);  // (n_out, V)
+}
+
+}  // namespace llm

@@ -1,0 +1,56 @@
+// The transformer: a stack of layers, each a token mixer (attention, MLA, GatedDeltaNet, KDA) and a
+// feed-forward (dense or mixture of experts), composed from the blocks in llm/blocks.h. Weights stay in
+// the mmap'd GGUF; the forward pass only builds engine graphs.
+#pragma once
+
+#include "llm/blocks.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gguf { class File; }
+
+namespace llm {
+
+// Everything one sequence carries between forward passes.
+struct State {
+    std::vector<LayerState> layers;
+    int n_ctx = 0;
+};
+
+struct Layer {
+    Tensor attn_norm;            // (D)
+    Tensor ffn_norm;             // (D)
+    AttentionWeights attn;       // LayerKind::ATTENTION
+    FfnWeights ffn;              // dense feed-forward
+};
+
+class Model {
+public:
+    // Loads the config and maps every tensor; throws naming the file and what is missing or unsupported.
+    static std::unique_ptr<Model> load(const std::string& path);
+
+    const ModelConfig& config() const { return config_; }
+    const gguf::File& file() const { return *file_; }
+
+    // State for `n_ctx` positions; attention caches in `kv_dtype` (f16 or f32).
+    State new_state(int n_ctx, engine::DType kv_dtype) const;
+
+    // Logits for tokens (T) i32 at positions start_pos..start_pos+T-1: (1, V) for the last token, or
+    // (T, V) with all_logits. Writes this chunk into the state.
+    Tensor forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const;
+
+private:
+    Tensor mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const;
+    Tensor feed_forward(int il, const Tensor& x) const;
+
+    std::shared_ptr<const gguf::File> file_;
+    ModelConfig config_;
+    Tensor token_embd;   // (V, D)
+    Tensor output_norm;  // (D)
+    Tensor output;       // (V, D); token_embd when tied
+    std::vector<Layer> layers;
+};
+
+}  // namespace llm

@@ -1,0 +1,54 @@
+// A reply as it streams: generated ids become text that holds only complete UTF-8 code points, stop
+// strings end it (never leaked, also when split across tokens), and the stream router splits it into
+// content, reasoning and tool calls. The server, the terminal chat and `tinyllm run` share it.
+#pragma once
+
+#include "llm/stream_router.h"
+#include "tokenizer/tokenizer.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llm {
+
+// Holds back text that may be the start of a stop string; cuts the text where one matches.
+class StopScanner {
+public:
+    explicit StopScanner(std::vector<std::string> stops);
+    std::string push(std::string_view text);  // text that is certainly not part of a stop string
+    std::string finish();                      // the held tail (when no stop string matched)
+    bool matched() const { return matched_; }
+
+private:
+    std::vector<std::string> stops_;
+    std::string held_;
+    bool matched_ = false;
+};
+
+// Bytes at the end of `text` that start a UTF-8 sequence the text does not complete.
+size_t incomplete_utf8_suffix(std::string_view text);
+
+class ReplyStream {
+public:
+    // `prompt` gives the decoder context: a reply's first word keeps its leading space, which
+    // detokenizers drop at the start of a text.
+    ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router,
+                const std::vector<int32_t>& prompt = {});
+    RoutedText push(int32_t id);  // end-of-generation ids add no text
+    RoutedText finish();
+    bool stopped() const { return stop_.matched(); }  // a stop string matched: generation should end
+
+private:
+    std::string decode_new_text(bool at_end);
+
+    const tok::Tokenizer& tokenizer_;
+    StopScanner stop_;
+    StreamRouter router_;
+    // Incremental detokenization over a short window: decode(ids_[prefix_..]) minus decode(ids_[prefix_..read_))
+    // is the new text; ids before read_ are already passed on.
+    std::vector<int32_t> ids_;  // a few prompt ids for context, then the reply's text ids
+    size_t prefix_ = 0, read_ = 0;
+};
+
+}  // namespace llm

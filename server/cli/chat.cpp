@@ -1,0 +1,67 @@
+// tinyllm chat: the interactive terminal chat (also scriptable: one message per line of stdin).
+#include "server/cli/cli.h"
+#include "server/server.h"
+
+#include <atomic>
+#include <csignal>
+#include <random>
+#include <cstdio>
+#include <unistd.h>
+
+namespace cli {
+
+namespace {
+
+constexpr const char* USAGE = R"(usage: tinyllm chat [--model M] [--system TEXT] [--temp T] [--seed S] [-n N] [--max-context N]
+  Type a message and press Enter. /reset clears the conversation, /system TEXT sets the system
+  prompt, /exit (or Ctrl-D) quits, Ctrl-C stops the answer being written.
+  --model M        GGUF model (default: the built-in stories260K)
+  --temp T         sampling temperature (default 0.8; 0 = greedy)
+  --seed S         sampling seed
+  -n N             most tokens per answer (default 1024)
+)";
+
+std::atomic<bool> g_cancel{false};
+
+}  // namespace
+
+int cmd_chat(const std::vector<std::string>& argv) {
+    Args args(argv, "chat");
+    if (args.flag("--help") || args.flag("-h")) {
+        std::fputs(USAGE, stdout);
+        return 0;
+    }
+    llm::SessionOptions session_options;
+    server::ChatOptions options;
+    options.sampling.temperature = 0.8f;
+    options.sampling.top_k = 40;
+    options.sampling.top_p = 0.95f;
+    options.sampling.min_p = 0.05f;
+    options.sampling.seed = std::random_device{}();
+    std::string v;
+    if (!args.value("--model", "-m", session_options.model_path)) session_options.model_path = builtin_model_path();
+    args.value("--system", options.system_prompt);
+    try {
+        if (args.value("--temp", v)) options.sampling.temperature = std::stof(v);
+        if (args.value("--seed", v)) options.sampling.seed = std::stoull(v);
+        if (args.value("-n", "--max-tokens", v)) options.max_tokens = std::stoi(v);
+        if (args.value("--max-context", v)) session_options.n_ctx = std::stoi(v);
+    } catch (const std::exception&) {
+        args.usage_error("bad number '" + v + "'");
+    }
+    if (!args.positionals().empty()) args.usage_error("takes no positional arguments");
+
+    auto session = llm::open_session(session_options);
+    const bool interactive = isatty(STDIN_FILENO);
+    options.show_prompt = interactive;
+    options.dim_reasoning = isatty(STDOUT_FILENO);
+    if (interactive)
+        std::printf("tinyllm chat with %s — /reset, /system TEXT, /exit; Ctrl-C stops an answer\n", session->info().name.c_str());
+
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_cancel = true; };
+    sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Ctrl-C at the prompt interrupts the read
+    return server::run_terminal_chat(*session, server::model_chat_renderer(*session), stdin, stdout, options, g_cancel);
+}
+
+}  // namespace cli

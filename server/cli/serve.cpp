@@ -1,0 +1,79 @@
+// tinyllm serve: the OpenAI-compatible HTTP server (and the web UI at /) on one model.
+#include "server/cli/cli.h"
+#include "server/server.h"
+
+#include <csignal>
+#include <memory>
+#include <thread>
+#include <cstdio>
+#include <string>
+
+namespace cli {
+
+namespace {
+
+constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K] [--cors ORIGIN]
+                     [--max-context N] [--queue N] [--device CPU] [--threads N]
+  --model M        GGUF model (default: the built-in stories260K)
+  --host, --port   where to listen (--port 0: any free port; the URL is printed when ready)
+  --api-key K      require 'Authorization: Bearer K' (not for / and /health)
+  --cors ORIGIN    allow browser pages from ORIGIN ("*": any) to call the API
+  --max-context N  context length in tokens (default: the model's, capped at 4096)
+  --queue N        requests that may wait for the model (default 64); more get 503
+)";
+
+int parse_int(Args& args, const std::string& flag, int fallback) {
+    std::string v;
+    if (!args.value(flag, v)) return fallback;
+    try {
+        size_t used = 0;
+        int n = std::stoi(v, &used);
+        if (used == v.size() && n >= 0) return n;
+    } catch (const std::exception&) {
+    }
+    args.usage_error(flag + " needs a non-negative integer, not '" + v + "'");
+}
+
+}  // namespace
+
+int cmd_serve(const std::vector<std::string>& argv) {
+    Args args(argv, "serve");
+    if (args.flag("--help") || args.flag("-h")) {
+        std::fputs(USAGE, stdout);
+        return 0;
+    }
+    llm::SessionOptions session_options;
+    server::ServerOptions options;
+    if (!args.value("--model", "-m", session_options.model_path)) session_options.model_path = builtin_model_path();
+    args.value("--host", options.host);
+    options.port = parse_int(args, "--port", 8080);
+    args.value("--api-key", options.api_key);
+    args.value("--cors", options.cors_origin);
+    session_options.n_ctx = parse_int(args, "--max-context", 0);
+    options.queue_size = parse_int(args, "--queue", 64);
+    args.value("--device", session_options.device);
+    session_options.n_threads = parse_int(args, "--threads", 0);
+    if (!args.positionals().empty()) args.usage_error("takes no positional arguments");
+
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
+    server::Server server(options);
+    const int port = server.bind();  // listen first: /health says 503 while the model loads
+    std::thread loop([&] { server.run(); });
+    std::unique_ptr<llm::Session> session;
+    try {
+        session = llm::open_session(session_options);
+        server.attach(*session, server::model_chat_renderer(*session));
+    } catch (...) {
+        server.stop();
+        loop.join();
+        throw;
+    }
+    const llm::ModelInfo& info = session->info();
+    std::printf("tinyllm serving %s (%s, context %d) at http://%s:%d\n", info.name.c_str(), info.architecture.c_str(),
+                info.n_ctx, options.host.c_str(), port);
+    std::fflush(stdout);
+    loop.join();
+    return 0;
+}
+
+}  // namespace cli

@@ -1,0 +1,64 @@
+// Running one request on the session: generated ids flow through the reply stream (UTF-8, stop
+// strings, reasoning/tool-call routing) to the caller's sink; a client that went away stops it.
+#include "server/server_impl.h"
+
+namespace server {
+
+namespace {
+
+json token_entry(const tok::Tokenizer& tokenizer, int32_t id, float logprob) {
+    std::string text = tokenizer.decode({id});
+    json bytes = json::array();
+    for (unsigned char c : text) bytes.push_back(int(c));
+    return {{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
+}
+
+}  // namespace
+
+Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
+                       const std::function<bool()>& client_gone) {
+    const tok::Tokenizer& tokenizer = session.tokenizer();
+    llm::ReplyStream reply(tokenizer, job.stop, job.router, job.prompt);
+    Outcome outcome;
+    Delta pending;  // logprobs of tokens whose text is still held back ride with the next text
+    size_t n_tool_calls = 0;
+
+    auto send = [&](llm::RoutedText&& text) {
+        pending.text.append(std::move(text));
+        if (pending.text.empty()) return true;  // keep logprobs until their text (or the end) comes
+        n_tool_calls += pending.text.tool_calls.size();
+        bool ok = on_delta(std::move(pending));
+        pending = Delta{};
+        return ok;
+    };
+
+    llm::GenerateOptions options = job.generate;
+    options.stop_at_end = true;
+    options.on_token = [&](const llm::TokenStep& step) {
+        if (job.logprobs && !tokenizer.is_end(step.id)) {
+            json entry = token_entry(tokenizer, step.id, step.logprob);
+            entry["top_logprobs"] = json::array();
+            for (auto [id, lp] : step.top_logprobs) entry["top_logprobs"].push_back(token_entry(tokenizer, id, lp));
+            pending.logprobs.push_back(std::move(entry));
+        }
+        if (!send(reply.push(step.id)) || client_gone()) {
+            outcome.client_gone = true;
+            return false;
+        }
+        return !reply.stopped();
+    };
+    outcome.result = session.generate(job.prompt, options);
+
+    if (!outcome.client_gone) {
+        pending.text.append(reply.finish());
+        n_tool_calls += pending.text.tool_calls.size();
+        if (!pending.empty() && !on_delta(std::move(pending))) outcome.client_gone = true;
+    }
+    // A stop string ends the reply like an end-of-generation token does; a reply that called tools
+    // says so, unless it was cut short.
+    const bool cut = outcome.result.finish == llm::FinishReason::LENGTH;
+    outcome.finish_reason = outcome.client_gone ? "" : cut ? "length" : n_tool_calls > 0 ? "tool_calls" : "stop";
+    return outcome;
+}
+
+}  // namespace server

@@ -1,0 +1,45 @@
+// The request queue: arrival order, one request on the model at a time, a bounded number waiting.
+#include "server/server_impl.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace server {
+
+std::unique_ptr<RequestQueue::Ticket> RequestQueue::enter() {
+    std::lock_guard lock(mutex_);
+    if (int(line_.size()) > max_waiting_) return nullptr;  // the running one plus max_waiting behind it
+    line_.push_back(next_);
+    return std::make_unique<Ticket>(*this, next_++);
+}
+
+RequestQueue::Ticket::~Ticket() {
+    {
+        std::lock_guard lock(queue_.mutex_);
+        auto& line = queue_.line_;
+        line.erase(std::find(line.begin(), line.end(), number_));
+    }
+    queue_.turn_.notify_all();
+}
+
+bool RequestQueue::Ticket::wait_turn(const std::function<bool()>& gone) {
+    std::unique_lock lock(queue_.mutex_);
+    // Wake up now and then to notice a client that gave up waiting.
+    while (queue_.line_.front() != number_) {
+        queue_.turn_.wait_for(lock, std::chrono::milliseconds(50));
+        if (queue_.line_.front() != number_ && gone()) return false;
+    }
+    return true;
+}
+
+int RequestQueue::waiting() const {
+    std::lock_guard lock(mutex_);
+    return std::max(0, int(line_.size()) - 1);
+}
+
+bool RequestQueue::busy() const {
+    std::lock_guard lock(mutex_);
+    return !line_.empty();
+}
+
+}  // namespace server

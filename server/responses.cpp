@@ -1,0 +1,125 @@
+// Response bodies in OpenAI's shapes: whole responses, streamed chunks, usage and logprobs.
+#include "server/server_impl.h"
+
+namespace server {
+
+namespace {
+
+const char* object_name(const Job& job, bool chunk) {
+    if (job.endpoint == Endpoint::COMPLETION) return "text_completion";
+    return chunk ? "chat.completion.chunk" : "chat.completion";
+}
+
+json envelope(const Job& job, bool chunk) {
+    return {{"id", job.id}, {"object", object_name(job, chunk)}, {"created", job.created}, {"model", job.model},
+            {"system_fingerprint", "tinyllm"}};
+}
+
+// Chat entries [{token, logprob, top_logprobs}] in the legacy completions form.
+json completion_logprobs(const json& entries, size_t& text_offset) {
+    json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                {"text_offset", json::array()}};
+    for (const auto& e : entries) {
+        out["tokens"].push_back(e["token"]);
+        out["token_logprobs"].push_back(e["logprob"]);
+        json top = json::object();
+        for (const auto& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+        out["top_logprobs"].push_back(top);
+        out["text_offset"].push_back(text_offset);
+        text_offset += e["token"].get<std::string>().size();
+    }
+    return out;
+}
+
+json tool_calls_json(const std::vector<llm::ToolCall>& calls) {
+    json out = json::array();
+    for (const auto& call : calls)
+        out.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    return out;
+}
+
+}  // namespace
+
+json usage_json(const Outcome& outcome) {
+    const auto& r = outcome.result;
+    const int n_completion = int(r.ids.size());
+    return {{"prompt_tokens", r.n_prompt}, {"completion_tokens", n_completion}, {"total_tokens", r.n_prompt + n_completion},
+            {"prompt_tokens_details", {{"cached_tokens", r.n_reused}}}};
+}
+
+json StreamFormatter::chunk(json delta_or_text, json logprobs, json finish_reason) const {
+    json c = envelope(job_, true);
+    json choice = {{"index", 0}};
+    choice[job_.endpoint == Endpoint::CHAT ? "delta" : "text"] = std::move(delta_or_text);
+    choice["logprobs"] = std::move(logprobs);
+    choice["finish_reason"] = std::move(finish_reason);
+    c["choices"] = json::array({choice});
+    return c;
+}
+
+std::vector<json> StreamFormatter::start() {
+    if (job_.endpoint != Endpoint::CHAT) return {};
+    return {chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr)};
+}
+
+std::vector<json> StreamFormatter::on_delta(const Delta& d) {
+    std::vector<json> out;
+    json logprobs = nullptr;
+    if (job_.logprobs && !d.logprobs.empty())
+        logprobs = job_.endpoint == Endpoint::CHAT ? json{{"content", d.logprobs}} : completion_logprobs(d.logprobs, text_offset_);
+    if (job_.endpoint == Endpoint::COMPLETION) {
+        if (!d.text.content.empty() || !logprobs.is_null()) out.push_back(chunk(d.text.content, logprobs, nullptr));
+        return out;
+    }
+    json delta = json::object();
+    if (!d.text.reasoning.empty()) delta["reasoning_content"] = d.text.reasoning;
+    if (!d.text.content.empty()) delta["content"] = d.text.content;
+    if (!delta.empty() || !logprobs.is_null()) out.push_back(chunk(delta, logprobs, nullptr));
+    for (const auto& call : d.text.tool_calls) {
+        const int index = n_tool_calls_++;
+        out.push_back(chunk({{"tool_calls", json::array({{{"index", index}, {"id", call.id}, {"type", "function"},
+                                                          {"function", {{"name", call.name}, {"arguments", ""}}}}})}},
+                            nullptr, nullptr));
+        out.push_back(chunk({{"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", call.arguments}}}}})}},
+                            nullptr, nullptr));
+    }
+    return out;
+}
+
+std::vector<json> StreamFormatter::finish(const Outcome& outcome) {
+    std::vector<json> out;
+    out.push_back(chunk(job_.endpoint == Endpoint::CHAT ? json::object() : json(""), nullptr, outcome.finish_reason));
+    if (job_.include_usage) {
+        json u = envelope(job_, true);
+        u["choices"] = json::array();
+        u["usage"] = usage_json(outcome);
+        out.push_back(std::move(u));
+    }
+    return out;
+}
+
+json whole_response(const Job& job, const Delta& reply, const Outcome& outcome) {
+    json r = envelope(job, false);
+    json choice = {{"index", 0}};
+    size_t text_offset = 0;
+    json logprobs = nullptr;
+    if (job.logprobs)
+        logprobs = job.endpoint == Endpoint::CHAT ? json{{"content", reply.logprobs}} : completion_logprobs(reply.logprobs, text_offset);
+    if (job.endpoint == Endpoint::CHAT) {
+        const auto& t = reply.text;
+        json message = {{"role", "assistant"}};
+        message["content"] = t.content.empty() && !t.tool_calls.empty() ? json() : json(t.content);
+        if (!t.reasoning.empty()) message["reasoning_content"] = t.reasoning;
+        if (!t.tool_calls.empty()) message["tool_calls"] = tool_calls_json(t.tool_calls);
+        choice["message"] = message;
+    } else {
+        choice["text"] = reply.text.content;
+    }
+    choice["logprobs"] = logprobs;
+    choice["finish_reason"] = outcome.finish_reason;
+    r["choices"] = json::array({choice});
+    r["usage"] = usage_json(outcome);
+    return r;
+}
+
+}  // namespace server

@@ -1,0 +1,328 @@
+// The HTTP server: a route table over cpp-httplib. Every handler is wrapped so that an exception
+// becomes an OpenAI-shaped error and the server keeps serving; generation requests go through the
+// queue to the one session; streaming is SSE.
+#include "llm/chat_template.h"
+#include "server/server_impl.h"
+#include "web_ui/web_ui.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+namespace server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the request logger adds for the request this thread is handling (handler, stream and logger
+// all run on the connection's thread).
+thread_local std::string t_log_detail;
+thread_local Clock::time_point t_request_start;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+std::string format(const char* fmt, auto... args) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    return buf;
+}
+
+std::string generation_log(const Job& job, const Outcome& o) {
+    const auto& r = o.result;
+    const int n_new = r.n_prompt - r.n_reused;
+    std::string line = format(" · prompt %d tok (cached %d, new %d) · prefill %.1f tok/s · decode %.1f tok/s · output %zu tok",
+                              r.n_prompt, r.n_reused, n_new, r.t_prefill_ms > 0 ? n_new * 1000.0 / r.t_prefill_ms : 0.0,
+                              r.t_decode_ms > 0 ? r.ids.size() * 1000.0 / r.t_decode_ms : 0.0, r.ids.size());
+    line += job.stream ? " · stream" : "";
+    line += o.client_gone ? " · client went away" : " · " + o.finish_reason;
+    return line;
+}
+
+}  // namespace
+
+struct Server::Impl {
+    ServerOptions options;
+    httplib::Server http;
+    std::atomic<llm::Session*> session{nullptr};
+    ChatRenderer render_chat;
+    RequestQueue queue;
+    std::thread thread;
+    int port = -1;
+
+    struct Metrics {
+        std::mutex mutex;
+        uint64_t requests = 0, generations = 0, prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+        double prefill_ms = 0, decode_ms = 0;
+    } metrics;
+
+    explicit Impl(ServerOptions o) : options(std::move(o)), queue(options.queue_size) {}
+
+    llm::Session& require_session() {
+        llm::Session* s = session.load();
+        if (!s) throw ApiError(503, "[server] the model is still loading", "", "model_loading");
+        return *s;
+    }
+    std::string model_name() {
+        if (!options.model_name.empty()) return options.model_name;
+        llm::Session* s = session.load();
+        return s ? s->info().name : "";
+    }
+
+    void count(const Outcome& o) {
+        std::lock_guard lock(metrics.mutex);
+        metrics.generations++;
+        metrics.prompt_tokens += o.result.n_prompt;
+        metrics.cached_tokens += o.result.n_reused;
+        metrics.generated_tokens += o.result.ids.size();
+        metrics.prefill_ms += o.result.t_prefill_ms;
+        metrics.decode_ms += o.result.t_decode_ms;
+    }
+
+    void send_json(httplib::Response& res, int status, const json& body) {
+        res.status = status;
+        res.set_content(dump(body), "application/json");
+    }
+
+    // Wraps a handler: whatever it throws becomes an OpenAI-shaped error response.
+    httplib::Server::Handler guarded(std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+        return [this, handler](const httplib::Request& req, httplib::Response& res) {
+            try {
+                handler(req, res);
+            } catch (const ApiError& e) {
+                send_json(res, e.status, error_json(e));
+            } catch (const llm::TemplateError& e) {  // e.g. the template's raise_exception on bad roles
+                send_json(res, 400, error_json(ApiError(400, std::string("[server] chat template: ") + e.what(), "messages")));
+            } catch (const nlohmann::json::exception& e) {  // a field of an unexpected type
+                send_json(res, 400, error_json(ApiError(400, std::string("[server] invalid request: ") + e.what())));
+            } catch (const tok::Error& e) {
+                send_json(res, 400, error_json(ApiError(400, e.what())));
+            } catch (const std::length_error& e) {
+                send_json(res, 400, error_json(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded")));
+            } catch (const std::exception& e) {
+                send_json(res, 500, error_json(ApiError(500, std::string("[server] internal error: ") + e.what())));
+            }
+        };
+    }
+
+    void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+    void routes();
+};
+
+void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    llm::Session& s = require_session();
+    const json body = parse_body(req.body);
+    auto job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
+                                                                : parse_completion_request(body, s, model_name()));
+    std::shared_ptr<RequestQueue::Ticket> ticket = queue.enter();
+    if (!ticket)
+        throw ApiError(503, "[server] the queue is full (" + std::to_string(options.queue_size) + " waiting); retry later", "", "queue_full");
+    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
+    auto gone = [watch] { return watch->gone(); };
+
+    if (!job->stream) {
+        if (!ticket->wait_turn(gone)) {
+            t_log_detail = " · client went away while queued";
+            return;
+        }
+        Delta reply;
+        Outcome o = generate_reply(s, *job, [&](Delta&& d) {
+            reply.text.append(std::move(d.text));
+            for (auto& e : d.logprobs) reply.logprobs.push_back(std::move(e));
+            return true;
+        }, gone);
+        ticket.reset();
+        count(o);
+        t_log_detail = generation_log(*job, o);
+        send_json(res, 200, whole_response(*job, reply, o));
+        return;
+    }
+
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, job, ticket, gone, &s](size_t, httplib::DataSink& sink) mutable {
+        auto write = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
+        auto write_json = [&](const json& j) { return write("data: " + dump(j) + "\n\n"); };
+        if (!ticket->wait_turn(gone)) {
+            t_log_detail = " · client went away while queued";
+            return false;
+        }
+        StreamFormatter formatter(*job);
+        for (const json& c : formatter.start()) write_json(c);
+        try {
+            Outcome o = generate_reply(s, *job, [&](Delta&& d) {
+                for (const json& c : formatter.on_delta(d))
+                    if (!write_json(c)) return false;
+                return true;
+            }, gone);
+            ticket.reset();
+            count(o);
+            t_log_detail = generation_log(*job, o);
+            if (o.client_gone) return false;
+            for (const json& c : formatter.finish(o)) write_json(c);
+            write("data: [DONE]\n\n");
+        } catch (const std::length_error& e) {  // an error after the stream began is an event
+            write_json(error_json(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded")));
+        } catch (const std::exception& e) {
+            write_json(error_json(ApiError(500, std::string("[server] generation failed: ") + e.what())));
+        }
+        ticket.reset();
+        sink.done();
+        return true;
+    });
+}
+
+void Server::Impl::routes() {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        t_request_start = Clock::now();
+        t_log_detail.clear();
+        if (!options.cors_origin.empty()) {
+            res.set_header("Access-Control-Allow-Origin", options.cors_origin);
+            if (options.cors_origin != "*") res.set_header("Vary", "Origin");
+        }
+        if (req.method == "OPTIONS") {  // CORS preflight: answered here, no key needed
+            if (!options.cors_origin.empty()) {
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Max-Age", "86400");
+            }
+            res.status = 204;
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        const bool open_route = req.path == "/" || req.path == "/health";
+        if (!options.api_key.empty() && !open_route && req.get_header_value("Authorization") != "Bearer " + options.api_key) {
+            const bool missing = !req.has_header("Authorization");
+            send_json(res, 401, error_json(ApiError(401, missing ? "[server] missing API key: send 'Authorization: Bearer KEY'"
+                                                                 : "[server] invalid API key", "", "invalid_api_key")));
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;  // our own error, already OpenAI-shaped
+        if (res.status == 404)
+            send_json(res, 404, error_json(ApiError(404, "[server] no route " + req.method + " " + req.path)));
+        else
+            send_json(res, res.status, error_json(ApiError(res.status, "[server] HTTP " + std::to_string(res.status))));
+    });
+    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        send_json(res, 500, error_json(ApiError(500, "[server] internal error")));
+    });
+    if (options.log_requests)
+        http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+            std::fprintf(stderr, "[server] %s %s %d · %.1f ms%s\n", req.method.c_str(), req.path.c_str(), res.status,
+                         ms_since(t_request_start), t_log_detail.c_str());
+        });
+
+    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+        std::string_view page = web_ui::index_html();
+        res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+        if (session.load()) send_json(res, 200, {{"status", "ok"}});
+        else send_json(res, 503, {{"status", "loading"}});
+    });
+    auto models = guarded([this](const httplib::Request&, httplib::Response& res) {
+        const llm::ModelInfo& info = require_session().info();
+        json model = {{"id", model_name()}, {"object", "model"}, {"created", 0}, {"owned_by", "tinyllm"},
+                      {"meta", {{"architecture", info.architecture}, {"n_ctx", info.n_ctx}, {"n_vocab", info.n_vocab}}}};
+        send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+    });
+    http.Get("/v1/models", models);
+    http.Get("/models", models);
+    auto chat = guarded([this](const httplib::Request& req, httplib::Response& res) { generate(req, res, Endpoint::CHAT); });
+    auto completion = guarded([this](const httplib::Request& req, httplib::Response& res) { generate(req, res, Endpoint::COMPLETION); });
+    http.Post("/v1/chat/completions", chat);
+    http.Post("/chat/completions", chat);
+    http.Post("/v1/completions", completion);
+    http.Post("/completions", completion);
+
+    http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        const tok::Tokenizer& tokenizer = require_session().tokenizer();
+        const json body = parse_body(req.body);
+        if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "[server] 'content' must be a string", "content");
+        const bool add_special = body.value("add_special", false), with_pieces = body.value("with_pieces", false);
+        json tokens = json::array();
+        for (int32_t id : tokenizer.encode(body["content"].get<std::string>(), add_special, true)) {
+            if (with_pieces) tokens.push_back({{"id", id}, {"piece", tokenizer.decode({id})}});
+            else tokens.push_back(id);
+        }
+        send_json(res, 200, {{"tokens", tokens}});
+    }));
+    http.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        const tok::Tokenizer& tokenizer = require_session().tokenizer();
+        const json body = parse_body(req.body);
+        if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "[server] 'tokens' must be a list of token ids", "tokens");
+        std::vector<int32_t> ids;
+        for (const auto& id : body["tokens"]) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tokenizer.n_vocab())
+                throw ApiError(400, "[server] 'tokens' must hold token ids below " + std::to_string(tokenizer.n_vocab()), "tokens");
+            ids.push_back(id.get<int32_t>());
+        }
+        send_json(res, 200, {{"content", tokenizer.decode(ids)}});
+    }));
+
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        std::string out;
+        auto metric = [&](const char* name, const char* type, const char* help, double value) {
+            out += format("# HELP %s %s\n# TYPE %s %s\n%s %.6g\n", name, help, name, type, name, value);
+        };
+        std::lock_guard lock(metrics.mutex);
+        const auto& m = metrics;
+        metric("tinyllm_requests_total", "counter", "Generation requests completed.", double(m.generations));
+        metric("tinyllm_prompt_tokens_total", "counter", "Prompt tokens processed, cached ones included.", double(m.prompt_tokens));
+        metric("tinyllm_prompt_tokens_cached_total", "counter", "Prompt tokens reused from the previous request.", double(m.cached_tokens));
+        metric("tinyllm_generated_tokens_total", "counter", "Tokens generated.", double(m.generated_tokens));
+        metric("tinyllm_prompt_tokens_per_second", "gauge", "Average prefill throughput.",
+               m.prefill_ms > 0 ? (m.prompt_tokens - m.cached_tokens) * 1000.0 / m.prefill_ms : 0.0);
+        metric("tinyllm_generated_tokens_per_second", "gauge", "Average decode throughput.",
+               m.decode_ms > 0 ? m.generated_tokens * 1000.0 / m.decode_ms : 0.0);
+        metric("tinyllm_queue_depth", "gauge", "Requests waiting for the model.", queue.waiting());
+        metric("tinyllm_requests_processing", "gauge", "Requests on the model now.", queue.busy() ? 1 : 0);
+        res.set_content(out, "text/plain; version=0.0.4");
+    });
+}
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+    // Every connection holds a thread while it waits in the queue: enough threads that /health and
+    // a full queue's 503 still get through.
+    const size_t n_threads = size_t(std::max(impl_->options.queue_size, 0)) + 8;
+    impl_->http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+    impl_->http.set_payload_max_length(64 << 20);
+    impl_->routes();
+}
+
+Server::~Server() { stop(); }
+
+void Server::attach(llm::Session& session, ChatRenderer render_chat) {
+    impl_->render_chat = std::move(render_chat);
+    impl_->session.store(&session);
+}
+
+int Server::bind() {
+    const auto& o = impl_->options;
+    impl_->port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
+    if (impl_->port < 0)
+        throw std::runtime_error("[server] cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this machine)");
+    return impl_->port;
+}
+
+void Server::run() { impl_->http.listen_after_bind(); }
+
+void Server::start() {
+    bind();
+    impl_->thread = std::thread([this] { run(); });
+    for (int i = 0; i < 5000 && !impl_->http.is_running(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!impl_->http.is_running()) throw std::runtime_error("[server] the listener did not start");
+}
+
+void Server::stop() {
+    impl_->http.stop();
+    if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int Server::port() const { return impl_->port; }
+
+}  // namespace server

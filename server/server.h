@@ -1,0 +1,68 @@
+// tinyllm's front ends over an llm::Session: the OpenAI-compatible HTTP server (server::Server; its
+// tests run it in-process on an ephemeral port) and the interactive terminal chat.
+#pragma once
+
+#include "llm/session.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace server {
+
+// Renders a chat into the prompt text: `context` holds messages, tools, add_generation_prompt,
+// bos_token, eos_token and the request's chat_template_kwargs (see llm::ChatTemplate::render).
+using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& context)>;
+
+// The model's own chat template (or the fallback for its tokenizer preset), through llm::ChatTemplate.
+ChatRenderer model_chat_renderer(const llm::Session& session);
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;             // 0: any free port (see Server::port())
+    std::string api_key;         // "": no authentication
+    std::string cors_origin;     // "": no CORS headers; "*" or an origin
+    int queue_size = 64;         // requests that may wait behind the running one; more get 503
+    std::string model_name;      // "": the session's model name
+    bool log_requests = true;    // one line per request on stderr
+};
+
+class Server {
+public:
+    explicit Server(ServerOptions options);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    // Until a session is attached the server answers /health with 503 (loading) and model routes too.
+    void attach(llm::Session& session, ChatRenderer render_chat);
+
+    int bind();    // binds host:port, returns the port; throws std::runtime_error when it cannot
+    void run();    // serves until stop() (call bind() first)
+    void start();  // bind() and run() on a background thread
+    void stop();   // stops accepting, waits for the background thread
+    int port() const;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+struct ChatOptions {
+    std::string system_prompt;
+    llm::SamplingParams sampling;
+    int max_tokens = 1024;
+    bool dim_reasoning = false;   // reasoning shown dimmed (stdout is a terminal); otherwise not shown
+    bool show_prompt = false;     // print "> " before reading (stdin is a terminal)
+};
+
+// The terminal chat: one message per input line, /reset, /system TEXT, /exit, EOF exits. `cancel` is
+// set by the caller's Ctrl-C handler and stops the current answer only. Returns the exit code.
+int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, std::FILE* in, std::FILE* out,
+                      const ChatOptions& options, std::atomic<bool>& cancel);
+
+}  // namespace server

@@ -1,0 +1,128 @@
+// Golden comparison helpers: one session per model, teacher-forced logits per step, greedy prefix.
+#include "golden.h"
+
+#include "common/test_data.h"
+#include "llm/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace golden {
+
+namespace {
+
+std::string file_type_of(const std::string& stem) {
+    // "random-qwen3-f32" -> "f32"; "quant-q4_k_m" -> "q4_k_m"; "stories260K-q8_0" -> "q8_0"
+    if (stem.rfind("quant-", 0) == 0) return stem.substr(6);
+    return stem.substr(stem.rfind('-') + 1);
+}
+
+std::string model_name_of(const std::string& stem) {
+    if (stem.rfind("quant-", 0) == 0) return stem;
+    return stem.substr(0, stem.rfind('-'));
+}
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+nlohmann::json load(const std::string& stem) { return read_json(test_data::shared("golden/llamacpp/" + stem + ".json")); }
+
+Tolerance tolerance(const std::string& stem, bool ggml_like) {
+    nlohmann::json t = read_json(test_data::shared("golden/llamacpp/tolerances.json"));
+    std::string name = model_name_of(stem), type = file_type_of(stem), cls;
+    for (auto& [c, members] : t["classes"].items())
+        for (auto& m : members)
+            if (m == name) cls = c;
+    if (cls.empty()) throw std::runtime_error("no tolerance class for " + stem);
+    const nlohmann::json& row = t[ggml_like ? "ggml_like_activations" : "f32_activations"][cls];
+    Tolerance tol;
+    if (!row.contains(type) || row[type].is_null()) {
+        tol.checkable = false;
+        return tol;
+    }
+    tol.tau = row[type].get<double>();
+    tol.outliers = row.value("outliers", 0);
+    tol.outlier_cap = row.value("outlier_cap", 0.0);
+    return tol;
+}
+
+std::string CaseReport::describe() const {
+    std::ostringstream o;
+    o << "prompt '" << prompt << "': prompt ids " << (prompt_ids_ok ? "ok" : "DIFFER") << ", no-special ids "
+      << (prompt_ids_no_special_ok ? "ok" : "DIFFER") << "; logits " << (logits_ok ? "ok" : "FAIL") << " (worst "
+      << worst_sigma << " sigma, " << steps_over_tau << " steps over tau); greedy " << greedy_matched << "/"
+      << greedy_checked;
+    return o.str();
+}
+
+std::vector<CaseReport> run(const std::string& stem, const Tolerance& tol, bool kv_f16, bool use_hp) {
+    nlohmann::json g = load(stem);
+    llm::SessionOptions so;
+    so.model_path = test_data::shared("models/" + stem + ".gguf");
+    so.n_ctx = 512;
+    so.kv_f16 = kv_f16;
+    auto session = llm::open_session(so);
+    const tok::Tokenizer& tk = session->tokenizer();
+    std::vector<CaseReport> reports;
+    for (const auto& c : g["cases"]) {
+        CaseReport r;
+        r.prompt = c["prompt"].get<std::string>();
+        auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+        auto gen = c["generated_ids"].get<std::vector<int32_t>>();
+        r.prompt_ids_ok = tk.encode(r.prompt, true, true) == prompt_ids;
+        r.prompt_ids_no_special_ok = tk.encode(r.prompt, false, false) == c["prompt_ids_no_special"].get<std::vector<int32_t>>();
+
+        // Teacher forcing: the logits of step i follow the prompt and gen[0..i-1].
+        const auto& steps = c["steps"];
+        llm::GenerateOptions go;
+        go.forced = gen;
+        go.max_tokens = static_cast<int>(gen.size());
+        go.stop_at_end = false;
+        size_t step = 0;
+        go.on_token = [&](const llm::TokenStep& s) {
+            const auto& st = steps[step++];
+            double sigma = st["logit_std"].get<double>(), err = 0.0;
+            for (const auto& pair : st[use_hp ? "top_logits_hp" : "top_logits"])
+                err = std::max(err, std::fabs(double(s.logits[pair[0].get<int>()]) - pair[1].get<double>()));
+            r.step_err_sigma.push_back(err / sigma);
+            return true;
+        };
+        session->reset();
+        session->generate(prompt_ids, go);
+        int over_cap = 0;
+        for (double e : r.step_err_sigma) {
+            r.worst_sigma = std::max(r.worst_sigma, e);
+            if (e > tol.tau) r.steps_over_tau++;
+            if (e > tol.tau && (tol.outliers == 0 || e > tol.outlier_cap)) over_cap++;
+        }
+        r.logits_ok = r.step_err_sigma.size() == gen.size() && r.steps_over_tau <= tol.outliers && over_cap == 0;
+
+        // Free-running greedy: must match up to the first step whose top-2 gap is within the tolerance.
+        size_t n_check = gen.size();
+        for (size_t i = 0; i < steps.size(); i++) {
+            double gap = steps[i]["gap12"].get<double>(), sigma = steps[i]["logit_std"].get<double>();
+            if (gap < std::max(1e-3, 2 * tol.tau * sigma)) {
+                n_check = i;
+                break;
+            }
+        }
+        llm::GenerateOptions greedy;
+        greedy.max_tokens = static_cast<int>(n_check);
+        greedy.stop_at_end = false;
+        session->reset();
+        auto out = session->generate(prompt_ids, greedy).ids;
+        r.greedy_checked = static_cast<int>(n_check);
+        while (r.greedy_matched < r.greedy_checked && out[r.greedy_matched] == gen[r.greedy_matched]) r.greedy_matched++;
+        reports.push_back(r);
+    }
+    return reports;
+}
+
+}  // namespace golden

@@ -1,0 +1,73 @@
+// tinyllm_fake: the server or the terminal chat over the scripted model, for tests that need a real
+// process (Node's openai client, headless Chromium, pipes and ptys).
+//   tinyllm_fake serve [--port N] [--delay MS] [--words N] [--ctx N] [--api-key K]
+//   tinyllm_fake chat [--delay MS] [--words N]
+// The reply echoes the last user message, then N filler words (so a slow stream can be stopped).
+#include "fake/fake_model.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+std::atomic<bool> g_cancel{false};
+
+std::string last_user_message(const std::string& prompt) {
+    const std::string open = "<|im_start|>user\n";
+    size_t start = prompt.rfind(open);
+    if (start == std::string::npos) return prompt;
+    start += open.size();
+    return prompt.substr(start, prompt.find("<|im_end|>", start) - start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: tinyllm_fake serve|chat [--port N] [--delay MS] [--words N] [--ctx N] [--api-key K]\n");
+        return 2;
+    }
+    std::string mode = argv[1], api_key;
+    int port = 0, delay = 0, words = 0, n_ctx = 512;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        std::string flag = argv[i];
+        if (flag == "--port") port = std::stoi(argv[i + 1]);
+        else if (flag == "--delay") delay = std::stoi(argv[i + 1]);
+        else if (flag == "--words") words = std::stoi(argv[i + 1]);
+        else if (flag == "--ctx") n_ctx = std::stoi(argv[i + 1]);
+        else if (flag == "--api-key") api_key = argv[i + 1];
+    }
+
+    fake::ScriptedSession session(n_ctx);
+    session.token_delay_ms = delay;
+    session.reply = [words](const std::string& prompt) {
+        std::string text = "You said: **" + last_user_message(prompt) + "**.";
+        for (int i = 0; i < words; i++) text += i % 12 == 0 ? "\n\nword" : " word";
+        return text;
+    };
+
+    if (mode == "chat") {
+        struct sigaction sa{};
+        sa.sa_handler = [](int) { g_cancel = true; };
+        sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Ctrl-C at the prompt interrupts the read
+        server::ChatOptions options;
+        options.dim_reasoning = isatty(STDOUT_FILENO);
+        options.show_prompt = isatty(STDIN_FILENO);
+        return server::run_terminal_chat(session, fake::render_chatml, stdin, stdout, options, g_cancel);
+    }
+
+    server::ServerOptions options;
+    options.port = port;
+    options.api_key = api_key;
+    server::Server server(options);
+    server.attach(session, fake::render_chatml);
+    int bound = server.bind();
+    std::printf("tinyllm_fake listening on http://127.0.0.1:%d\n", bound);
+    std::fflush(stdout);
+    signal(SIGPIPE, SIG_IGN);
+    server.run();
+    return 0;
+}

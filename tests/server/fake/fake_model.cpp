@@ -1,0 +1,148 @@
+// The scripted model used by the server tests and the tinyllm_fake executable; see fake_model.h.
+#include "fake/fake_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+namespace fake {
+
+namespace {
+
+struct Special {
+    int32_t id;
+    std::string_view text;
+};
+constexpr Special SPECIALS[] = {{ByteTokenizer::BOS, "<s>"}, {ByteTokenizer::EOS, "</s>"},
+                                {ByteTokenizer::IM_START, "<|im_start|>"}, {ByteTokenizer::IM_END, "<|im_end|>"}};
+
+}  // namespace
+
+std::vector<int32_t> ByteTokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+    std::vector<int32_t> ids;
+    if (add_special) ids.push_back(BOS);
+    for (size_t i = 0; i < text.size();) {
+        bool special = false;
+        for (const auto& s : SPECIALS)
+            if (parse_special && text.substr(i).starts_with(s.text)) {
+                ids.push_back(s.id);
+                i += s.text.size();
+                special = true;
+                break;
+            }
+        if (!special) ids.push_back(3 + static_cast<unsigned char>(text[i++]));
+    }
+    return ids;
+}
+
+std::string ByteTokenizer::decode(const std::vector<int32_t>& ids) const {
+    std::string out;
+    for (int32_t id : ids)
+        if (id >= 3 && id < 259) out += char(id - 3);
+    return out;
+}
+
+std::string ByteTokenizer::piece(int32_t id) const {
+    for (const auto& s : SPECIALS)
+        if (s.id == id) return std::string(s.text);
+    return id >= 3 && id < 259 ? std::string(1, char(id - 3)) : "<unk>";
+}
+
+std::string prompt_text(const std::vector<int32_t>& ids) {
+    ByteTokenizer t;
+    std::string out;
+    for (int32_t id : ids) out += t.piece(id);
+    return out;
+}
+
+ScriptedSession::ScriptedSession(int n_ctx) {
+    info_.name = "fake-model";
+    info_.path = "fake.gguf";
+    info_.architecture = "fake";
+    info_.n_ctx = n_ctx;
+    info_.n_vocab = tokenizer_.n_vocab();
+}
+
+std::vector<ScriptedSession::Call> ScriptedSession::calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+}
+
+int ScriptedSession::tokens_after(std::chrono::steady_clock::time_point since) const {
+    std::lock_guard lock(mutex_);
+    return int(std::count_if(token_times_.begin(), token_times_.end(), [&](auto t) { return t > since; }));
+}
+
+void ScriptedSession::reset() {
+    std::lock_guard lock(mutex_);
+    cached_.clear();
+}
+
+llm::GenerateResult ScriptedSession::generate(const std::vector<int32_t>& prompt, const llm::GenerateOptions& options) {
+    if (int(prompt.size()) >= info_.n_ctx) throw std::length_error("[fake] prompt does not fit the context");
+    int now_active = ++active_;
+    max_concurrent_ = std::max(max_concurrent_.load(), now_active);
+    struct Leave { std::atomic<int>& a; ~Leave() { --a; } } leave{active_};
+
+    const std::string text = prompt_text(prompt);
+    std::vector<int32_t> plan = tokenizer_.encode(reply ? reply(text) : reply_text, false, true);
+    if (end_with_eos) plan.push_back(ByteTokenizer::EOS);
+
+    llm::GenerateResult result;
+    result.n_prompt = int(prompt.size());
+    {
+        std::lock_guard lock(mutex_);
+        calls_.push_back({text, prompt, options.sampling, options.max_tokens, options.n_top_logprobs});
+        token_times_.clear();
+        // Like a KV cache: the shared prefix is kept, but the last prompt token is always recomputed.
+        size_t common = 0;
+        while (common < cached_.size() && common + 1 < prompt.size() && cached_[common] == prompt[common]) common++;
+        result.n_reused = int(common);
+        cached_ = prompt;
+    }
+    result.t_prefill_ms = 1.0;
+    auto t0 = std::chrono::steady_clock::now();
+    result.finish = llm::FinishReason::LENGTH;
+    for (size_t i = 0;; i++) {
+        if (options.cancel && options.cancel->load()) { result.finish = llm::FinishReason::CANCELLED; break; }
+        if (int(result.ids.size()) >= options.max_tokens || int(prompt.size() + result.ids.size()) >= info_.n_ctx) break;
+        if (int(result.ids.size()) == fail_after_tokens) throw std::runtime_error("[fake] the device fell over");
+        if (token_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(token_delay_ms));
+        int32_t id = i < plan.size() ? plan[i] : 3 + ' ';
+        result.ids.push_back(id);
+        {
+            std::lock_guard lock(mutex_);
+            cached_.push_back(id);
+            token_times_.push_back(std::chrono::steady_clock::now());
+        }
+        llm::TokenStep step;
+        step.id = id;
+        step.logprob = -0.25f;
+        for (int k = 0; k < options.n_top_logprobs; k++) step.top_logprobs.push_back({k == 0 ? id : 3 + 'a' + k, -0.25f - k});
+        if (options.on_token && !options.on_token(step)) { result.finish = llm::FinishReason::CALLBACK; break; }
+        if (options.stop_at_end && tokenizer_.is_end(id)) { result.finish = llm::FinishReason::STOP; break; }
+    }
+    result.t_decode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+}
+
+std::string render_chatml(const nlohmann::ordered_json& context) {
+    std::string out;
+    if (context.contains("tools") && !context["tools"].empty())
+        out += "<|im_start|>system\n# Tools\n" + context["tools"].dump() + "<|im_end|>\n";
+    for (const auto& m : context["messages"]) {
+        out += "<|im_start|>" + m["role"].get<std::string>() + "\n";
+        if (m["content"].is_string()) out += m["content"].get<std::string>();
+        if (m.contains("tool_calls"))
+            for (const auto& call : m["tool_calls"]) out += "<tool_call>\n" + call["function"].dump() + "\n</tool_call>";
+        out += "<|im_end|>\n";
+    }
+    if (context.value("add_generation_prompt", false)) {
+        out += "<|im_start|>assistant\n";
+        if (context.value("enable_thinking", false)) out += "<think>\n";
+    }
+    return out;
+}
+
+}  // namespace fake
