@@ -16,21 +16,26 @@ constexpr int kTileTokens = 8;
 // In-register transpose of a 16×16 matrix of int32: row i of the result is column i of the input.
 void transpose16(__m512i r[16]) {
     __m512i t[16];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {  // r[4i+j], 128-bit lane L: rows 4i..4i+3 of column 4L+j
         r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
         r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
         r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
         r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
     }
+#pragma GCC unroll 2
     for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
             t[8 * i + 4 + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
         }
+#pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
         r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
@@ -66,10 +71,12 @@ void pack_panel(const uint8_t* w, size_t row_bytes, int n_rows, int64_t K, int g
         }
         for (int c = 0; c < kChunks; c++) {
             __m512i rows[16];
+#pragma GCC unroll 16
             for (int r = 0; r < kPanelRows; r++)
                 rows[r] = r < n_rows ? D::codes(w + r * row_bytes + i * unit_bytes, c) : _mm512_setzero_si512();
             transpose16(rows);
             uint8_t* dst = p.codes + (i * kChunks + c) * 16 * 64;
+#pragma GCC unroll 16
             for (int k = 0; k < 16; k++) _mm512_store_si512(dst + 64 * k, rows[k]);
         }
     }
@@ -84,49 +91,56 @@ struct GroupAct {
 
 // 16 panel rows × N tokens.
 // A panel holding groups [g0, g0 + n_groups) of its rows; adds to y unless `first`.
-template <int N, bool kMin>
-void gemm_tile(const Panel& p, int64_t g0, int64_t n_groups, int group, const GroupAct* x, float* y,
-               int64_t y_stride, int n_rows, bool first) {
+template <int N, bool kMin, int kGroup>
+void gemm_tile(const Panel& p, int64_t g0, int64_t n_groups, const GroupAct* x, float* y, int64_t y_stride,
+               int n_rows, bool first) {
     const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
     __m512 acc[N];
+#pragma GCC unroll 8
     for (int t = 0; t < N; t++) acc[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, y + t * y_stride);
-    const int steps = group / 4;
+    constexpr int steps = kGroup / 4;
     for (int64_t j = 0; j < n_groups; j++) {
         const int64_t g = g0 + j;  // in the activations; j in the panel
         __m512i dot[N];
+#pragma GCC unroll 8
         for (int t = 0; t < N; t++)
             dot[t] = kMin ? _mm512_setzero_si512()
                           : _mm512_set1_epi32(static_cast<const int32_t*>(x[t].zero_or_sum)[g]);
         const uint8_t* a = p.codes + j * steps * 64;
+#pragma GCC unroll 8
         for (int k = 0; k < steps; k++) {
             const __m512i codes = _mm512_load_si512(a + 64 * k);
+#pragma GCC unroll 8
             for (int t = 0; t < N; t++)
                 dot[t] = _mm512_dpbusd_epi32(dot[t], codes,
                                              _mm512_set1_epi32(static_cast<int>(load_u32(
-                                                 reinterpret_cast<const uint8_t*>(x[t].q) + g * group + 4 * k))));
+                                                 reinterpret_cast<const uint8_t*>(x[t].q) + g * kGroup + 4 * k))));
         }
         const __m512 s = _mm512_load_ps(p.s + 16 * j);
+#pragma GCC unroll 8
         for (int t = 0; t < N; t++)
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
         if (kMin) {
             const __m512 o = _mm512_load_ps(p.o + 16 * j);
+#pragma GCC unroll 8
             for (int t = 0; t < N; t++)
                 acc[t] = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<const float*>(x[t].zero_or_sum)[g]), acc[t]);
         }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < N; t++) _mm512_mask_storeu_ps(y + t * y_stride, keep, acc[t]);
 }
 
-template <bool kMin>
-void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, int group, const GroupAct* x, int64_t n_tokens,
-                 float* y, int64_t y_stride, int n_rows, bool first) {
+template <bool kMin, int kGroup>
+void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const GroupAct* x, int64_t n_tokens, float* y,
+                 int64_t y_stride, int n_rows, bool first) {
     int64_t t = 0;
     for (; t + kTileTokens <= n_tokens; t += kTileTokens)
-        gemm_tile<kTileTokens, kMin>(p, g0, n_groups, group, x + t, y + t * y_stride, y_stride, n_rows, first);
+        gemm_tile<kTileTokens, kMin, kGroup>(p, g0, n_groups, x + t, y + t * y_stride, y_stride, n_rows, first);
     float* yt = y + t * y_stride;
     switch (n_tokens - t) {
 #define TINYLLM_TAIL(n) \
-        case n: gemm_tile<n, kMin>(p, g0, n_groups, group, x + t, yt, y_stride, n_rows, first); break;
+        case n: gemm_tile<n, kMin, kGroup>(p, g0, n_groups, x + t, yt, y_stride, n_rows, first); break;
         TINYLLM_TAIL(7) TINYLLM_TAIL(6) TINYLLM_TAIL(5) TINYLLM_TAIL(4) TINYLLM_TAIL(3) TINYLLM_TAIL(2) TINYLLM_TAIL(1)
 #undef TINYLLM_TAIL
         default: break;
@@ -206,12 +220,16 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
                 const int n_rows = static_cast<int>(r1 - r < kPanelRows ? r1 - r : kPanelRows);
                 const uint8_t* w = static_cast<const uint8_t*>(m.w) + r * row_bytes + (k0 / D::kUnit) * unit_bytes;
                 pack_panel<D>(w, row_bytes, n_rows, k_len, static_cast<int>(group), panel);
-                if (layout.has_min)
-                    gemm_tokens<true>(panel, g0, k_groups, static_cast<int>(group), groups, m.n_tokens, m.y + r,
-                                      m.y_stride, n_rows, k0 == 0);
+                const bool first = k0 == 0;
+                float* y = m.y + r;
+                if (layout.has_min && group == 32)
+                    gemm_tokens<true, 32>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
+                else if (layout.has_min)
+                    gemm_tokens<true, 16>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
+                else if (group == 32)
+                    gemm_tokens<false, 32>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
                 else
-                    gemm_tokens<false>(panel, g0, k_groups, static_cast<int>(group), groups, m.n_tokens, m.y + r,
-                                       m.y_stride, n_rows, k0 == 0);
+                    gemm_tokens<false, 16>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
             }
         }
     });

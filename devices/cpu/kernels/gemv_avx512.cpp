@@ -54,35 +54,45 @@ void prepare_lane_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens,
 
 namespace {
 
-// R rows × N tokens. acc[r][t] holds 16 partial sums of y[t][row r].
-template <class D, int R, int N>
-void gemv_tile(const Matmul& m, const LaneAct* acts, int64_t t0, int64_t r0, size_t row_bytes) {
-    const QuantLayout& layout = *quant_layout(m.type);
-    const bool has_min = layout.has_min;
+// R rows × N tokens. acc[r][t] holds 16 partial sums of y[t][row r]. (The loops over rows and tokens
+// must unroll, or the accumulators live on the stack.)
+template <class D, int R, int N, bool kMin>
+void gemv_tile(const Matmul& m, const LaneAct* acts, int64_t t0, int64_t r0, size_t row_bytes, int group) {
     const uint8_t* w = static_cast<const uint8_t*>(m.w) + r0 * row_bytes;
     constexpr int kChunks = D::kUnit / 64;
     const size_t unit_bytes = D::kUnit == 64 ? 2 * D::kBpb : D::kBpb;
     const int64_t n_units = m.n_cols / D::kUnit;
     __m512 acc[R][N];
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
         for (int t = 0; t < N; t++) acc[r][t] = _mm512_setzero_ps();
 
     for (int64_t i = 0; i < n_units; i++) {
         UnitScales us[R];
-        for (int r = 0; r < R; r++) us[r] = D::unit(w + r * row_bytes + i * unit_bytes);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const uint8_t* unit = w + r * row_bytes + i * unit_bytes;
+            // Rows are short (1-5 KB): too short for the hardware prefetcher to ramp up on each. Fetch
+            // the same place R rows ahead, which the next tile reads.
+            _mm_prefetch(reinterpret_cast<const char*>(unit + R * row_bytes), _MM_HINT_T0);
+            us[r] = D::unit(unit);
+        }
+#pragma GCC unroll 4
         for (int c = 0; c < kChunks; c++) {
-            const __m512i groups = lane_groups(layout.group, c);
+            const __m512i groups = lane_groups(group, c);
             const int64_t chunk = i * kChunks + c;  // 64-element chunk index in the row
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 const uint8_t* unit = w + r * row_bytes + i * unit_bytes;
-                _mm_prefetch(reinterpret_cast<const char*>(unit) + 8 * unit_bytes, _MM_HINT_T0);
                 const __m512i u = D::codes(unit, c);
                 const __m512 s = spread(groups, us[r].s);
+#pragma GCC unroll 8
                 for (int t = 0; t < N; t++) {
                     const LaneAct& x = acts[t0 + t];
                     const __m512i q = _mm512_loadu_si512(x.q + 64 * chunk);
                     const __m512 d = _mm512_loadu_ps(x.d + 16 * chunk);
-                    if (has_min) {
+                    if (kMin) {
                         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, q);
                         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s, d), acc[r][t]);
                         const __m512 xs = _mm512_loadu_ps(static_cast<const float*>(x.zero_or_sum) + 16 * chunk);
@@ -96,29 +106,40 @@ void gemv_tile(const Matmul& m, const LaneAct* acts, int64_t t0, int64_t r0, siz
             }
         }
     }
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
         for (int t = 0; t < N; t++) m.y[(t0 + t) * m.y_stride + r0 + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-template <class D, int N>
-void gemv_rows(const Matmul& m, const LaneAct* acts, int64_t t0, int64_t r0, int64_t r1) {
+template <class D, int N, bool kMin>
+void gemv_rows(const Matmul& m, const LaneAct* acts, int64_t t0, int64_t r0, int64_t r1, int group) {
     const size_t row_bytes = *gguf::row_bytes(m.type, m.n_cols);
     constexpr int R = N == 1 ? 4 : N == 2 ? 3 : 2;
     int64_t r = r0;
-    for (; r + R <= r1; r += R) gemv_tile<D, R, N>(m, acts, t0, r, row_bytes);
-    for (; r < r1; r++) gemv_tile<D, 1, N>(m, acts, t0, r, row_bytes);
+    for (; r + R <= r1; r += R) gemv_tile<D, R, N, kMin>(m, acts, t0, r, row_bytes, group);
+    for (; r < r1; r++) gemv_tile<D, 1, N, kMin>(m, acts, t0, r, row_bytes, group);
+}
+
+template <class D, bool kMin>
+void gemv_tokens(const Matmul& m, const LaneAct* acts, int64_t t0, int n, int64_t r0, int64_t r1, int group) {
+    switch (n) {
+        case 1: gemv_rows<D, 1, kMin>(m, acts, t0, r0, r1, group); break;
+        case 2: gemv_rows<D, 2, kMin>(m, acts, t0, r0, r1, group); break;
+        case 3: gemv_rows<D, 3, kMin>(m, acts, t0, r0, r1, group); break;
+        default: gemv_rows<D, 4, kMin>(m, acts, t0, r0, r1, group); break;
+    }
 }
 
 }  // namespace
 
 void gemv_quant(const Matmul& m, const LaneAct* acts, int64_t t0, int n, int64_t r0, int64_t r1) {
+    const QuantLayout& layout = *quant_layout(m.type);
     with_decoder(m.type, [&]<class D>() {
-        switch (n) {
-            case 1: gemv_rows<D, 1>(m, acts, t0, r0, r1); break;
-            case 2: gemv_rows<D, 2>(m, acts, t0, r0, r1); break;
-            case 3: gemv_rows<D, 3>(m, acts, t0, r0, r1); break;
-            default: gemv_rows<D, 4>(m, acts, t0, r0, r1); break;
-        }
+        if (layout.has_min)
+            gemv_tokens<D, true>(m, acts, t0, n, r0, r1, layout.group);
+        else
+            gemv_tokens<D, false>(m, acts, t0, n, r0, r1, layout.group);
     });
 }
 

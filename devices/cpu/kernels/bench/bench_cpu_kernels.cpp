@@ -1,1 +1,281 @@
-int main() { return 0; }
+// Benchmark of the hand-written CPU kernels: matrix-vector (decode) GB/s and matrix-matrix (prefill)
+// GFLOP/s per weight type on the 1B (or 100M) model shapes, 1 and 2 threads, medians of repeats, and
+// the per-token time those shapes add up to for the whole model (kernels only).
+//   bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--prefill 128] [--threads 1,2]
+//                     [--reps 7] [--isa scalar|avx2|avx512] [--working-set-mb 1024] [--thp]
+#include "devices/cpu/kernels/kernels.h"
+
+#include <sys/mman.h>
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ck = cpu_kernels;
+using gguf::Type;
+
+namespace {
+
+struct Shape {
+    const char* name;
+    int64_t rows, cols, per_token;  // per_token: how many times one token of the model uses it
+};
+
+// Llama-3.2-1B-like (../shared/tools/make_perf_gguf.py --shape 1b): 16 layers, dim 2048, 32/8 heads, FFN 8192.
+const Shape k1b[] = {{"attn_q/o 2048x2048", 2048, 2048, 32},   {"attn_k/v 512x2048", 512, 2048, 32},
+                     {"ffn_up/gate 8192x2048", 8192, 2048, 32}, {"ffn_down 2048x8192", 2048, 8192, 16},
+                     {"output 32000x2048", 32000, 2048, 1}};
+// --shape 100m: 12 layers, dim 768, 12/4 heads, FFN 2048.
+const Shape k100m[] = {{"attn_q/o 768x768", 768, 768, 24},   {"attn_k/v 256x768", 256, 768, 24},
+                       {"ffn_up/gate 2048x768", 2048, 768, 24}, {"ffn_down 768x2048", 768, 2048, 12},
+                       {"output 32000x768", 32000, 768, 1}};
+
+// A fixed set of threads that run one function over a split of rows, with a spinning start/stop so
+// that small decode products are not dominated by thread wake-up.
+class Team {
+public:
+    explicit Team(int n) : n_(n) {
+        for (int i = 1; i < n; i++) workers_.emplace_back([this, i] { loop(i); });
+    }
+    ~Team() {
+        stop_ = true;
+        generation_.fetch_add(1);
+        for (auto& w : workers_) w.join();
+    }
+    void run(const std::function<void(int, int)>& f) {  // f(thread index, thread count)
+        job_ = &f;
+        done_.store(0);
+        generation_.fetch_add(1, std::memory_order_release);
+        f(0, n_);
+        while (done_.load(std::memory_order_acquire) != n_ - 1) {
+        }
+    }
+
+private:
+    void loop(int i) {
+        uint64_t seen = 0;
+        while (true) {
+            uint64_t g;
+            while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+            }
+            seen = g;
+            if (stop_) return;
+            (*job_)(i, n_);
+            done_.fetch_add(1, std::memory_order_release);
+        }
+    }
+    int n_;
+    std::vector<std::thread> workers_;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> done_{0};
+    std::atomic<bool> stop_{false};
+    const std::function<void(int, int)>* job_ = nullptr;
+};
+
+// Memory for weights: 2 MiB aligned; with --thp in transparent huge pages.
+uint8_t* alloc_weights(size_t bytes, bool thp) {
+    const size_t align = 2 << 20, size = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, size);
+    if (!p) {
+        std::fprintf(stderr, "out of memory (%zu bytes)\n", size);
+        std::exit(1);
+    }
+    if (thp) madvise(p, size, MADV_HUGEPAGE);
+    return static_cast<uint8_t*>(p);
+}
+
+// Random valid blocks: random bytes with sane fp16 scales where a block has them (the data does
+// not change the speed of any kernel, only NaNs would).
+void fill_weights(uint8_t* w, size_t bytes, Type t, std::mt19937_64& rng) {
+    for (size_t i = 0; i < bytes; i += 8) {
+        const uint64_t v = rng();
+        std::memcpy(w + i, &v, std::min<size_t>(8, bytes - i));
+    }
+    const size_t bpb = gguf::type_traits(t).bytes_per_block;
+    auto set_half = [&](size_t off) {
+        const uint16_t h = gguf::f32_to_f16(0.01f);
+        std::memcpy(w + off, &h, 2);
+    };
+    for (size_t b = 0; b + bpb <= bytes; b += bpb) switch (t) {
+            case Type::F16: case Type::BF16: {
+                const uint16_t h = t == Type::F16 ? gguf::f32_to_f16(0.01f) : gguf::f32_to_bf16(0.01f);
+                std::memcpy(w + b, &h, 2);
+                break;
+            }
+            case Type::F32: {
+                const float f = 0.01f;
+                std::memcpy(w + b, &f, 4);
+                break;
+            }
+            case Type::Q2_K: set_half(b + 80), set_half(b + 82); break;
+            case Type::Q3_K: set_half(b + 108); break;
+            case Type::Q6_K: set_half(b + 208); break;
+            case Type::Q4_1: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: set_half(b), set_half(b + 2); break;
+            default: set_half(b); break;
+        }
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+struct Options {
+    std::vector<Type> types = {Type::F16, Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K};
+    std::string model = "1b";
+    int64_t prefill = 128;
+    std::vector<int> threads = {1, 2};
+    int reps = 7;
+    size_t working_set = size_t(1024) << 20;
+    bool thp = false;
+};
+
+double thread_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+struct Timing {
+    double wall;  // seconds per call, median over reps
+    double cpu;   // the calling thread's CPU seconds per call, median: the time it actually ran,
+                  // which on a shared machine says more about the kernel than the wall clock
+};
+
+// Seconds per call of y = W·x for n_tokens tokens, rows split over the team.
+Timing time_matmul(Team& team, Type type, const Shape& s, int64_t n_tokens, const Options& opt, std::mt19937_64& rng) {
+    const size_t w_bytes = *gguf::row_bytes(type, s.cols) * s.rows;
+    // decode streams the weights from memory: cycle through enough copies to defeat the caches
+    const int copies = n_tokens == 1 ? static_cast<int>(std::max<size_t>(1, opt.working_set / w_bytes)) : 1;
+    const size_t stride = (w_bytes + 4095) / 4096 * 4096;
+    uint8_t* w = alloc_weights(stride * copies, opt.thp);
+    for (int c = 0; c < copies; c++) fill_weights(w + c * stride, w_bytes, type, rng);
+
+    std::vector<float> xf(n_tokens * s.cols);
+    std::normal_distribution<float> normal;
+    for (float& v : xf) v = normal(rng);
+    std::vector<uint8_t> x(n_tokens * ck::activation_row_bytes(type, s.cols));
+    ck::quantize_rows(ck::activation_type(type), xf.data(), s.cols, s.cols, x.data(), 0, n_tokens);
+    std::vector<float> y(n_tokens * s.rows);
+
+    int copy = 0;
+    const std::function<void(int, int)> job = [&](int i, int n) {
+        ck::Matmul m;
+        m.type = type, m.w = w + copy * stride, m.n_rows = s.rows, m.n_cols = s.cols;
+        m.x = x.data(), m.n_tokens = n_tokens, m.y = y.data(), m.y_stride = s.rows;
+        const int64_t tiles = (s.rows + ck::kMatmulRowAlign - 1) / ck::kMatmulRowAlign;
+        const int64_t r0 = std::min(s.rows, tiles * i / n * ck::kMatmulRowAlign);
+        const int64_t r1 = std::min(s.rows, tiles * (i + 1) / n * ck::kMatmulRowAlign);
+        ck::matmul(m, r0, r1);
+    };
+    auto run_all = [&] {
+        for (copy = 0; copy < copies; copy++) team.run(job);
+    };
+    run_all();  // warm-up: page faults, scratch buffers
+    std::vector<double> wall, cpu;
+    for (int r = 0; r < opt.reps; r++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const double c0 = thread_cpu_seconds();
+        run_all();
+        cpu.push_back((thread_cpu_seconds() - c0) / copies);
+        wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / copies);
+    }
+    std::free(w);
+    return {median(wall), median(cpu)};
+}
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options opt;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--types") {
+            opt.types.clear();
+            for (const std::string& t : split(value())) {
+                auto type = gguf::type_from_name(t);
+                if (!type) {
+                    std::fprintf(stderr, "unknown type %s\n", t.c_str());
+                    return 2;
+                }
+                opt.types.push_back(*type);
+            }
+        } else if (a == "--model") {
+            opt.model = value();
+        } else if (a == "--prefill") {
+            opt.prefill = std::stoll(value());
+        } else if (a == "--threads") {
+            opt.threads.clear();
+            for (const std::string& t : split(value())) opt.threads.push_back(std::stoi(t));
+        } else if (a == "--reps") {
+            opt.reps = std::stoi(value());
+        } else if (a == "--working-set-mb") {
+            opt.working_set = std::stoull(value()) << 20;
+        } else if (a == "--thp") {
+            opt.thp = true;
+        } else if (a == "--isa") {
+            const std::string isa = value();
+            for (ck::Isa v : {ck::Isa::SCALAR, ck::Isa::AVX2, ck::Isa::AVX512})
+                if (isa == ck::isa_name(v)) ck::set_active_isa(v);
+        } else {
+            std::fprintf(stderr, "usage: bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--prefill 128]\n"
+                                 "         [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512] [--working-set-mb 1024] [--thp]\n");
+            return 2;
+        }
+    }
+    const Shape* shapes = opt.model == "100m" ? k100m : k1b;
+    std::printf("isa %s, model %s shapes, prefill %lld tokens, %d reps (medians), %s pages\n", ck::isa_name(ck::active_isa()),
+                opt.model.c_str(), static_cast<long long>(opt.prefill), opt.reps, opt.thp ? "huge" : "4 KiB");
+    std::mt19937_64 rng(42);
+    for (int n_threads : opt.threads) {
+        Team team(n_threads);
+        for (Type type : opt.types) {
+            double decode_total = 0, prefill_total = 0, decode_cpu = 0, prefill_cpu = 0;
+            for (int i = 0; i < 5; i++) {
+                const Shape& s = shapes[i];
+                const double bytes = static_cast<double>(*gguf::row_bytes(type, s.cols) * s.rows);
+                const Timing dec = time_matmul(team, type, s, 1, opt, rng);
+                const Timing pre = time_matmul(team, type, s, opt.prefill, opt, rng);
+                decode_total += dec.wall * s.per_token;
+                prefill_total += pre.wall * s.per_token;
+                decode_cpu += dec.cpu * s.per_token;
+                prefill_cpu += pre.cpu * s.per_token;
+                const double flop = 2.0 * s.rows * s.cols * opt.prefill;
+                std::printf("%-5s %dT %-22s decode %8.1f us %5.1f GB/s (cpu %5.1f) | prefill %7.2f ms %6.1f GFLOP/s (cpu %6.1f)\n",
+                            gguf::type_name(type).data(), n_threads, s.name, dec.wall * 1e6, bytes / dec.wall / 1e9,
+                            bytes / dec.cpu / 1e9, pre.wall * 1e3, flop / pre.wall / 1e9, flop / pre.cpu / 1e9);
+            }
+            std::printf("%-5s %dT model matmuls: decode %.1f tok/s (cpu %.1f), prefill %.1f tok/s (cpu %.1f)\n\n",
+                        gguf::type_name(type).data(), n_threads, 1.0 / decode_total, 1.0 / decode_cpu,
+                        opt.prefill / prefill_total, opt.prefill / prefill_cpu);
+            std::fflush(stdout);
+        }
+    }
+    return 0;
+}
