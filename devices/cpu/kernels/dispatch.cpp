@@ -213,7 +213,7 @@ void* scratch(ScratchSlot slot, size_t bytes) {
     const int i = static_cast<int>(slot);
     if (buffers.size[i] < bytes) {
         std::free(buffers.ptr[i]);
-        const size_t rounded = (bytes + 4095) / 4096 * 4096;  // aligned_alloc wants a multiple of the alignment
+        const size_t rounded = (bytes + 63) / 64 * 64;  // aligned_alloc wants a multiple of the alignment
         buffers.ptr[i] = std::aligned_alloc(64, rounded);
         if (!buffers.ptr[i]) {
             buffers.size[i] = 0;
