@@ -1,6 +1,6 @@
-// AVX-512 products of F32, F16 and BF16 weights with activations of the same type (converted to f32
-// and multiplied with FMA; BF16 pairs go through vdpbf16ps). Few tokens: lanes along the row, several
-// rows at once. More tokens: 16 rows packed across lanes, one broadcast activation per FMA.
+// AVX-512 products of F32, F16 and BF16 weights with activations of the same type, in f32 with FMA
+// (BF16 pairs through vdpbf16ps for few tokens). Few tokens: lanes along the row, several rows at
+// once. More tokens: 32 rows packed across lanes, one broadcast activation per two FMAs.
 #include "devices/cpu/kernels/avx512_impl.h"
 
 namespace cpu_kernels::avx512 {
@@ -124,78 +124,65 @@ void transpose16(__m512 v[16]) {
     }
 }
 
-constexpr int kPanelRows = 16, kTileTokens = 8;
+constexpr int kPanelRows = 32, kTileTokens = 8;
 
-// Columns [c0, c0 + n) of n_rows ≤ 16 rows into `panel`: F32/F16 as [n][16 rows] floats; BF16 as
-// [n/2][16 rows][2] bf16 pairs (n even). Missing rows and columns are zero.
+// Columns [c0, c0 + n) of n_rows ≤ 32 rows into `panel` as [n][32 rows] floats: two 16-row halves
+// per column, so one column is two aligned vectors. Missing rows and columns are zero.
 template <Type T>
 void pack_panel(const uint8_t* w, int64_t row_bytes, int n_rows, int64_t c0, int64_t n, float* panel) {
-    constexpr int64_t cols = T == Type::BF16 ? 32 : 16;  // per 64-byte vector
-    for (int64_t c = 0; c < n; c += cols) {
-        const int64_t left = n - c;
-        __m512 v[16];
+    for (int half = 0; half < 2; half++)
+        for (int64_t c = 0; c < n; c += 16) {
+            const __mmask16 mask = n - c >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - c)) - 1);
+            __m512 v[16];
 #pragma GCC unroll 16
-        for (int r = 0; r < kPanelRows; r++) {
-            const uint8_t* row = w + r * row_bytes;
-            if (r >= n_rows) {
-                v[r] = _mm512_setzero_ps();
-            } else if constexpr (T == Type::BF16) {
-                const __mmask32 mask = left >= 32 ? ~0u : static_cast<__mmask32>((1u << left) - 1);
-                v[r] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + c0 + c));
-            } else {
-                v[r] = load16<T>(row, c0 + c, left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1));
+            for (int r = 0; r < 16; r++) {
+                const int row = 16 * half + r;
+                v[r] = row < n_rows ? load16<T>(w + row * row_bytes, c0 + c, mask) : _mm512_setzero_ps();
             }
-        }
-        transpose16(v);
+            transpose16(v);
 #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) _mm512_store_ps(panel + (c / (cols / 16) + k) * 16, v[k]);
-    }
+            for (int k = 0; k < 16; k++) _mm512_store_ps(panel + (c + k) * 32 + 16 * half, v[k]);
+        }
 }
 
-// 16 panel rows × N tokens over n columns; x[t] points at column c0 of token t's f32 (or, for BF16,
-// bf16) activations. Adds to y unless `first`.
-template <Type T, int N>
-void gemm_tile(const float* panel, int64_t n, const uint8_t* const* x, float* y, int64_t y_stride, int n_rows,
+// 32 panel rows × N tokens over n columns; x[t] points at column c0 of token t's f32 activations.
+// Adds to y unless `first`. Per column: two panel loads and N broadcasts feed 2N FMAs.
+template <int N>
+void gemm_tile(const float* panel, int64_t n, const float* const* x, float* y, int64_t y_stride, int n_rows,
                bool first) {
-    const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
-    __m512 acc[N];
+    const __mmask16 keep0 = static_cast<__mmask16>(n_rows >= 16 ? 0xFFFF : (1u << n_rows) - 1);
+    const __mmask16 keep1 = static_cast<__mmask16>(n_rows <= 16 ? 0 : n_rows >= 32 ? 0xFFFF : (1u << (n_rows - 16)) - 1);
+    __m512 acc0[N], acc1[N];
 #pragma GCC unroll 8
-    for (int t = 0; t < N; t++) acc[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, y + t * y_stride);
-    if constexpr (T == Type::BF16) {
-        for (int64_t p = 0; p < n / 2; p++) {
-            const __m512bh a = (__m512bh)_mm512_load_ps(panel + 16 * p);
+    for (int t = 0; t < N; t++) {
+        acc0[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep0, y + t * y_stride);
+        acc1[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep1, y + t * y_stride + 16);
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const __m512 a0 = _mm512_load_ps(panel + 32 * k), a1 = _mm512_load_ps(panel + 32 * k + 16);
 #pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                acc[t] = _mm512_dpbf16_ps(acc[t], a, (__m512bh)_mm512_set1_epi32(static_cast<int>(load_u32(x[t] + 4 * p))));
-        }
-        if (n % 2) {  // the last column alone: its pair partner in x is past the end
-            const __m512bh a = (__m512bh)_mm512_load_ps(panel + 16 * (n / 2));
-#pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                acc[t] = _mm512_dpbf16_ps(acc[t], a, (__m512bh)_mm512_set1_epi32(load_u16(x[t] + 4 * (n / 2))));
-        }
-    } else {
-        for (int64_t k = 0; k < n; k++) {
-            const __m512 a = _mm512_load_ps(panel + 16 * k);
-#pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                acc[t] = _mm512_fmadd_ps(a, _mm512_set1_ps(reinterpret_cast<const float*>(x[t])[k]), acc[t]);
+        for (int t = 0; t < N; t++) {
+            const __m512 xv = _mm512_set1_ps(x[t][k]);
+            acc0[t] = _mm512_fmadd_ps(a0, xv, acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(a1, xv, acc1[t]);
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < N; t++) _mm512_mask_storeu_ps(y + t * y_stride, keep, acc[t]);
+    for (int t = 0; t < N; t++) {
+        _mm512_mask_storeu_ps(y + t * y_stride, keep0, acc0[t]);
+        _mm512_mask_storeu_ps(y + t * y_stride + 16, keep1, acc1[t]);
+    }
 }
 
-template <Type T>
-void gemm_tokens(const float* panel, int64_t n, const uint8_t* const* x, int64_t n_tokens, float* y,
-                 int64_t y_stride, int n_rows, bool first) {
+void gemm_tokens(const float* panel, int64_t n, const float* const* x, int64_t n_tokens, float* y, int64_t y_stride,
+                 int n_rows, bool first) {
     int64_t t = 0;
     for (; t + kTileTokens <= n_tokens; t += kTileTokens)
-        gemm_tile<T, kTileTokens>(panel, n, x + t, y + t * y_stride, y_stride, n_rows, first);
+        gemm_tile<kTileTokens>(panel, n, x + t, y + t * y_stride, y_stride, n_rows, first);
     float* yt = y + t * y_stride;
     switch (n_tokens - t) {
 #define TINYLLM_TAIL(k) \
-        case k: gemm_tile<T, k>(panel, n, x + t, yt, y_stride, n_rows, first); break;
+        case k: gemm_tile<k>(panel, n, x + t, yt, y_stride, n_rows, first); break;
         TINYLLM_TAIL(7) TINYLLM_TAIL(6) TINYLLM_TAIL(5) TINYLLM_TAIL(4) TINYLLM_TAIL(3) TINYLLM_TAIL(2) TINYLLM_TAIL(1)
 #undef TINYLLM_TAIL
         default: break;
@@ -203,33 +190,33 @@ void gemm_tokens(const float* panel, int64_t n, const uint8_t* const* x, int64_t
 }
 
 // Column slices of kc keep every token's slice of activations in L2 while the panels pass over it.
-// F16 activations are converted to f32 once per slice (a broadcast needs them in memory as f32).
+// F16 and BF16 activations are converted to f32 once per slice (a broadcast needs them in memory as
+// f32). BF16 could use vdpbf16ps, but on some CPUs it runs at a quarter of the FMA rate.
 template <Type T>
 void gemm(const Matmul& m, int64_t r0, int64_t r1) {
     const int64_t K = m.n_cols, kc = K <= 1024 ? K : 512, row_bytes = K * elem_bytes<T>();
-    const int64_t panel_floats = (kc + 31) / 32 * 32 * 16;
-    auto panel = static_cast<float*>(scratch(ScratchSlot::WEIGHTS, 4 * panel_floats));
-    const int64_t conv_stride = (kc + 15) / 16 * 16;  // floats per token
-    const size_t conv_bytes = T == Type::F16 ? 4 * conv_stride * m.n_tokens : 0;
-    auto mem = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, conv_bytes + sizeof(void*) * m.n_tokens));
-    auto x = reinterpret_cast<const uint8_t**>(mem + conv_bytes);
+    const int64_t kc16 = (kc + 15) / 16 * 16;
+    auto panel = static_cast<float*>(scratch(ScratchSlot::WEIGHTS, sizeof(float) * 32 * kc16));
+    const size_t conv_bytes = T == Type::F32 ? 0 : sizeof(float) * kc16 * m.n_tokens;
+    auto mem = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, conv_bytes + sizeof(float*) * m.n_tokens));
+    auto x = reinterpret_cast<const float**>(mem + conv_bytes);
     for (int64_t k0 = 0; k0 < K; k0 += kc) {
         const int64_t n = K - k0 < kc ? K - k0 : kc;
         for (int64_t t = 0; t < m.n_tokens; t++) {
-            const uint8_t* row = static_cast<const uint8_t*>(m.x) + t * row_bytes + k0 * elem_bytes<T>();
-            if constexpr (T == Type::F16) {
-                auto f = reinterpret_cast<float*>(mem) + t * conv_stride;
-                for (int64_t c = 0; c < n; c += 16)
-                    _mm512_storeu_ps(f + c, load16<T>(row, c, n - c >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - c)) - 1)));
-                x[t] = reinterpret_cast<const uint8_t*>(f);
+            const uint8_t* row = static_cast<const uint8_t*>(m.x) + t * row_bytes;
+            if constexpr (T == Type::F32) {
+                x[t] = reinterpret_cast<const float*>(row) + k0;
             } else {
-                x[t] = row;
+                auto f = reinterpret_cast<float*>(mem) + t * kc16;
+                for (int64_t c = 0; c < n; c += 16)
+                    _mm512_store_ps(f + c, load16<T>(row, k0 + c, n - c >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - c)) - 1)));
+                x[t] = f;
             }
         }
         for (int64_t r = r0; r < r1; r += kPanelRows) {
             const int n_rows = static_cast<int>(r1 - r < kPanelRows ? r1 - r : kPanelRows);
             pack_panel<T>(static_cast<const uint8_t*>(m.w) + r * row_bytes, row_bytes, n_rows, k0, n, panel);
-            gemm_tokens<T>(panel, n, x, m.n_tokens, m.y + r, m.y_stride, n_rows, k0 == 0);
+            gemm_tokens(panel, n, x, m.n_tokens, m.y + r, m.y_stride, n_rows, k0 == 0);
         }
     }
 }

@@ -89,58 +89,76 @@ struct GroupAct {
     const void* zero_or_sum;
 };
 
-// 16 panel rows × N tokens.
-// A panel holding groups [g0, g0 + n_groups) of its rows; adds to y unless `first`.
+// Integer dot products of group j of the panel (16 rows) with group g of N tokens' activations,
+// starting from the zero-point correction.
 template <int N, bool kMin, int kGroup>
+inline void group_dots(const Panel& p, int64_t j, int64_t g, const GroupAct* x, __m512i dot[N]) {
+#pragma GCC unroll 8
+    for (int t = 0; t < N; t++)
+        dot[t] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(static_cast<const int32_t*>(x[t].zero_or_sum)[g]);
+    const uint8_t* a = p.codes + j * (kGroup / 4) * 64;
+#pragma GCC unroll 8
+    for (int k = 0; k < kGroup / 4; k++) {
+        const __m512i codes = _mm512_load_si512(a + 64 * k);
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++)
+            dot[t] = _mm512_dpbusd_epi32(dot[t], codes, _mm512_set1_epi32(static_cast<int>(load_u32(
+                                                            reinterpret_cast<const uint8_t*>(x[t].q) + g * kGroup + 4 * k))));
+    }
+}
+
+// 16 panel rows × N tokens; the panel holds groups [g0, g0 + n_groups) of its rows. Adds to y unless
+// `first`. kSuper: the activations are Q8_K, whose d_x is one per 256 elements, so the group sums are
+// scaled by the weights' scales alone and by d_x once per super-block.
+template <int N, bool kMin, int kGroup, bool kSuper>
 void gemm_tile(const Panel& p, int64_t g0, int64_t n_groups, const GroupAct* x, float* y, int64_t y_stride,
                int n_rows, bool first) {
     const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
     __m512 acc[N];
 #pragma GCC unroll 8
     for (int t = 0; t < N; t++) acc[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, y + t * y_stride);
-    constexpr int steps = kGroup / 4;
-    for (int64_t j = 0; j < n_groups; j++) {
-        const int64_t g = g0 + j;  // in the activations; j in the panel
-        __m512i dot[N];
+    constexpr int64_t per_super = kSuper ? 256 / kGroup : 1;
+    for (int64_t j0 = 0; j0 < n_groups; j0 += per_super) {
+        __m512 super[N];
 #pragma GCC unroll 8
-        for (int t = 0; t < N; t++)
-            dot[t] = kMin ? _mm512_setzero_si512()
-                          : _mm512_set1_epi32(static_cast<const int32_t*>(x[t].zero_or_sum)[g]);
-        const uint8_t* a = p.codes + j * steps * 64;
+        for (int t = 0; t < N; t++) super[t] = _mm512_setzero_ps();
+        for (int64_t j = j0; j < j0 + per_super; j++) {
+            const int64_t g = g0 + j;  // in the activations; j in the panel
+            __m512i dot[N];
+            group_dots<N, kMin, kGroup>(p, j, g, x, dot);
+            const __m512 s = _mm512_load_ps(p.s + 16 * j);
 #pragma GCC unroll 8
-        for (int k = 0; k < steps; k++) {
-            const __m512i codes = _mm512_load_si512(a + 64 * k);
+            for (int t = 0; t < N; t++) {
+                if (kSuper)
+                    super[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), s, super[t]);
+                else
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
+            }
+            if (kMin) {
+                const __m512 o = _mm512_load_ps(p.o + 16 * j);
 #pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                dot[t] = _mm512_dpbusd_epi32(dot[t], codes,
-                                             _mm512_set1_epi32(static_cast<int>(load_u32(
-                                                 reinterpret_cast<const uint8_t*>(x[t].q) + g * kGroup + 4 * k))));
+                for (int t = 0; t < N; t++)
+                    acc[t] = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<const float*>(x[t].zero_or_sum)[g]), acc[t]);
+            }
         }
-        const __m512 s = _mm512_load_ps(p.s + 16 * j);
+        if (kSuper)
 #pragma GCC unroll 8
-        for (int t = 0; t < N; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
-        if (kMin) {
-            const __m512 o = _mm512_load_ps(p.o + 16 * j);
-#pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                acc[t] = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<const float*>(x[t].zero_or_sum)[g]), acc[t]);
-        }
+            for (int t = 0; t < N; t++) acc[t] = _mm512_fmadd_ps(super[t], _mm512_set1_ps(x[t].d[g0 + j0]), acc[t]);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < N; t++) _mm512_mask_storeu_ps(y + t * y_stride, keep, acc[t]);
 }
 
-template <bool kMin, int kGroup>
+template <bool kMin, int kGroup, bool kSuper>
 void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const GroupAct* x, int64_t n_tokens, float* y,
                  int64_t y_stride, int n_rows, bool first) {
     int64_t t = 0;
     for (; t + kTileTokens <= n_tokens; t += kTileTokens)
-        gemm_tile<kTileTokens, kMin, kGroup>(p, g0, n_groups, x + t, y + t * y_stride, y_stride, n_rows, first);
+        gemm_tile<kTileTokens, kMin, kGroup, kSuper>(p, g0, n_groups, x + t, y + t * y_stride, y_stride, n_rows, first);
     float* yt = y + t * y_stride;
     switch (n_tokens - t) {
 #define TINYLLM_TAIL(n) \
-        case n: gemm_tile<n, kMin, kGroup>(p, g0, n_groups, x + t, yt, y_stride, n_rows, first); break;
+        case n: gemm_tile<n, kMin, kGroup, kSuper>(p, g0, n_groups, x + t, yt, y_stride, n_rows, first); break;
         TINYLLM_TAIL(7) TINYLLM_TAIL(6) TINYLLM_TAIL(5) TINYLLM_TAIL(4) TINYLLM_TAIL(3) TINYLLM_TAIL(2) TINYLLM_TAIL(1)
 #undef TINYLLM_TAIL
         default: break;
@@ -208,6 +226,7 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
 
     // Columns in slices of kc, so that the slice of every token's activations stays in L2 while all
     // panels pass over it; each slice of a panel is packed once.
+    const bool super = activation_type(m.type) == Type::Q8_K;
     with_decoder(m.type, [&]<class D>() {
         const int64_t kc = K <= 2048 ? K : 1024;  // a multiple of every unit (64, 256)
         const int64_t slice_groups = kc / group, unit_bytes = D::kUnit == 64 ? 2 * D::kBpb : D::kBpb;
@@ -222,14 +241,15 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
                 pack_panel<D>(w, row_bytes, n_rows, k_len, static_cast<int>(group), panel);
                 const bool first = k0 == 0;
                 float* y = m.y + r;
-                if (layout.has_min && group == 32)
-                    gemm_tokens<true, 32>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
-                else if (layout.has_min)
-                    gemm_tokens<true, 16>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
+                auto run = [&]<bool kMin, int kGroup, bool kSuper>() {
+                    gemm_tokens<kMin, kGroup, kSuper>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
+                };
+                if (!super)  // Q8_0 / Q8_1 activations: 32-element groups
+                    layout.has_min ? run.template operator()<true, 32, false>() : run.template operator()<false, 32, false>();
                 else if (group == 32)
-                    gemm_tokens<false, 32>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
+                    layout.has_min ? run.template operator()<true, 32, true>() : run.template operator()<false, 32, true>();
                 else
-                    gemm_tokens<false, 16>(panel, g0, k_groups, groups, m.n_tokens, y, m.y_stride, n_rows, first);
+                    layout.has_min ? run.template operator()<true, 16, true>() : run.template operator()<false, 16, true>();
             }
         }
     });
