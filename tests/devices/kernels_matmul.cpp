@@ -60,7 +60,7 @@ TEST_CASE("matmul of random matrices matches the dequantize-and-dot reference, e
         for (Type type : kTypes) {
             const int64_t block = gguf::type_traits(type).block_size;
             // columns: a few blocks, and for 32-element blocks an odd count (not a whole 64-element unit)
-            std::vector<int64_t> cols = block == 256 ? std::vector<int64_t>{512} : std::vector<int64_t>{320, 96};
+            std::vector<int64_t> cols = block == 256 ? std::vector<int64_t>{512} : std::vector<int64_t>{320, 224, 96};
             if (block == 1) cols = {256, 100, 37};
             for (int64_t n_cols : cols)
                 for (int64_t n_tokens : {1, 3, 17}) {

@@ -65,6 +65,12 @@ static inline __mmask64 bit_planes(const uint8_t* p, int b0, int b1) {
     return _mm512_test_epi8_mask(pp, bits);
 }
 
+// Low (high = 0) or high nibbles of 64 bytes.
+static inline __m512i interleaved_nibbles(const uint8_t* p, int high) {
+    const __m512i v = _mm512_loadu_si512(p);
+    return _mm512_and_si512(high ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0F));
+}
+
 static inline __m512i iq4nl_table() {
     // kvalues_iq4nl + 128, in each 128-bit lane for vpshufb
     const __m128i t = _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166,
@@ -72,14 +78,16 @@ static inline __m512i iq4nl_table() {
     return _mm512_broadcast_i32x4(t);
 }
 
-// The 8 6-bit scales and 8 6-bit mins of a q4_K/q5_K block as 16 bytes (scales first).
+// The 8 6-bit scales and 8 6-bit mins of a q4_K/q5_K block (12 bytes at s12; 4 more are read) as 16
+// bytes, scales first. Scale / min j < 4: the low 6 bits of byte j / j+4; j ≥ 4: a nibble of byte j+4
+// and the top 2 bits of byte j-4 / j.
 static inline __m128i k4_scales_mins(const uint8_t* s12) {
-    uint32_t a0 = load_u32(s12), a1 = load_u32(s12 + 4), a2 = load_u32(s12 + 8);
-    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    const uint32_t sc_lo = a0 & m6, mn_lo = a1 & m6;                                   // j < 4
-    const uint32_t sc_hi = (a2 & m4) | (((a0 >> 6) & m2) << 4);                        // j ≥ 4
-    const uint32_t mn_hi = ((a2 >> 4) & m4) | (((a1 >> 6) & m2) << 4);
-    return _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo), static_cast<int>(mn_hi));
+    const __m128i raw = _mm_loadu_si128((const __m128i*)s12);
+    const __m128i a = _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i top = _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i nibbles = _mm_mask_blend_epi32(0x8, a, _mm_srli_epi16(a, 4));  // mins j ≥ 4: high nibbles
+    const __m128i low = _mm_and_si128(nibbles, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
 // ---- per-type decoders ---------------------------------------------------------------------------
@@ -87,6 +95,8 @@ static inline __m128i k4_scales_mins(const uint8_t* s12) {
 // A type is read in units of kUnit elements (two 32-element blocks, or one 256-element super-block).
 // unit(): the unit's group scales (lanes 0..) and, for types with mins, group offsets in `o`.
 // codes(): the codes of chunk c (64 elements) of the unit.
+// 32-element block types also give codes2() of any two blocks, and scales4() / mins4(): d (or m) of
+// four consecutive blocks.
 
 struct UnitScales {
     __m512 s;
@@ -99,6 +109,13 @@ static inline __m512 two_scales(uint16_t d0, uint16_t d1) {
     return _mm512_castps128_ps512(_mm_cvtph_ps(d));
 }
 
+// fp16 fields at p, p + stride, p + 2·stride, p + 3·stride (four consecutive 32-element blocks).
+static inline __m128 four_halves(const uint8_t* p, int stride) {
+    const uint64_t h = load_u16(p) | static_cast<uint64_t>(load_u16(p + stride)) << 16 |
+                       static_cast<uint64_t>(load_u16(p + 2 * stride)) << 32 | static_cast<uint64_t>(load_u16(p + 3 * stride)) << 48;
+    return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(h)));
+}
+
 // Adds 16 to the codes whose fifth bit is set in the two blocks' 32-bit qh fields.
 static inline __m512i add_fifth_bit(__m512i u, const uint8_t* qh0, const uint8_t* qh1) {
     const __mmask64 high = _cvtu64_mask64(load_u32(qh0) | static_cast<uint64_t>(load_u32(qh1)) << 32);
@@ -107,50 +124,64 @@ static inline __m512i add_fifth_bit(__m512i u, const uint8_t* qh0, const uint8_t
 
 struct DecQ8_0 {
     static constexpr int kUnit = 64, kBpb = 34;
+    static __m128 scales4(const uint8_t* b) { return four_halves(b, kBpb); }
+    static __m128 mins4(const uint8_t*) { return _mm_setzero_ps(); }
     static UnitScales unit(const uint8_t* b) { return {two_scales(load_u16(b), load_u16(b + kBpb)), _mm512_setzero_ps()}; }
-    static __m512i codes(const uint8_t* b, int) {
-        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(b + 2))),
-                                             _mm256_loadu_si256((const __m256i*)(b + kBpb + 2)), 1);
+    static __m512i codes(const uint8_t* b, int) { return codes2(b, b + kBpb); }
+    static __m512i codes2(const uint8_t* b0, const uint8_t* b1) {
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(b0 + 2))),
+                                             _mm256_loadu_si256((const __m256i*)(b1 + 2)), 1);
         return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));  // q + 128
     }
 };
 
 struct DecQ4_0 {
     static constexpr int kUnit = 64, kBpb = 18;
+    static __m128 scales4(const uint8_t* b) { return four_halves(b, kBpb); }
+    static __m128 mins4(const uint8_t*) { return _mm_setzero_ps(); }
     static UnitScales unit(const uint8_t* b) { return {two_scales(load_u16(b), load_u16(b + kBpb)), _mm512_setzero_ps()}; }
-    static __m512i codes(const uint8_t* b, int) { return nibbles_2x16(b + 2, b + kBpb + 2); }
+    static __m512i codes(const uint8_t* b, int) { return codes2(b, b + kBpb); }
+    static __m512i codes2(const uint8_t* b0, const uint8_t* b1) { return nibbles_2x16(b0 + 2, b1 + 2); }
 };
 
 struct DecQ4_1 {
     static constexpr int kUnit = 64, kBpb = 20;
+    static __m128 scales4(const uint8_t* b) { return four_halves(b, kBpb); }
+    static __m128 mins4(const uint8_t* b) { return four_halves(b + 2, kBpb); }
     static UnitScales unit(const uint8_t* b) {
         return {two_scales(load_u16(b), load_u16(b + kBpb)), two_scales(load_u16(b + 2), load_u16(b + kBpb + 2))};
     }
-    static __m512i codes(const uint8_t* b, int) { return nibbles_2x16(b + 4, b + kBpb + 4); }
+    static __m512i codes(const uint8_t* b, int) { return codes2(b, b + kBpb); }
+    static __m512i codes2(const uint8_t* b0, const uint8_t* b1) { return nibbles_2x16(b0 + 4, b1 + 4); }
 };
 
 struct DecQ5_0 {
     static constexpr int kUnit = 64, kBpb = 22;
+    static __m128 scales4(const uint8_t* b) { return four_halves(b, kBpb); }
+    static __m128 mins4(const uint8_t*) { return _mm_setzero_ps(); }
     static UnitScales unit(const uint8_t* b) { return {two_scales(load_u16(b), load_u16(b + kBpb)), _mm512_setzero_ps()}; }
-    static __m512i codes(const uint8_t* b, int) {
-        return add_fifth_bit(nibbles_2x16(b + 6, b + kBpb + 6), b + 2, b + kBpb + 2);
-    }
+    static __m512i codes(const uint8_t* b, int) { return codes2(b, b + kBpb); }
+    static __m512i codes2(const uint8_t* b0, const uint8_t* b1) { return add_fifth_bit(nibbles_2x16(b0 + 6, b1 + 6), b0 + 2, b1 + 2); }
 };
 
 struct DecQ5_1 {
     static constexpr int kUnit = 64, kBpb = 24;
+    static __m128 scales4(const uint8_t* b) { return four_halves(b, kBpb); }
+    static __m128 mins4(const uint8_t* b) { return four_halves(b + 2, kBpb); }
     static UnitScales unit(const uint8_t* b) {
         return {two_scales(load_u16(b), load_u16(b + kBpb)), two_scales(load_u16(b + 2), load_u16(b + kBpb + 2))};
     }
-    static __m512i codes(const uint8_t* b, int) {
-        return add_fifth_bit(nibbles_2x16(b + 8, b + kBpb + 8), b + 4, b + kBpb + 4);
-    }
+    static __m512i codes(const uint8_t* b, int) { return codes2(b, b + kBpb); }
+    static __m512i codes2(const uint8_t* b0, const uint8_t* b1) { return add_fifth_bit(nibbles_2x16(b0 + 8, b1 + 8), b0 + 4, b1 + 4); }
 };
 
 struct DecIq4Nl {
     static constexpr int kUnit = 64, kBpb = 18;
+    static __m128 scales4(const uint8_t* b) { return four_halves(b, kBpb); }
+    static __m128 mins4(const uint8_t*) { return _mm_setzero_ps(); }
     static UnitScales unit(const uint8_t* b) { return DecQ4_0::unit(b); }
-    static __m512i codes(const uint8_t* b, int) { return _mm512_shuffle_epi8(iq4nl_table(), nibbles_2x16(b + 2, b + kBpb + 2)); }
+    static __m512i codes(const uint8_t* b, int) { return codes2(b, b + kBpb); }
+    static __m512i codes2(const uint8_t* b0, const uint8_t* b1) { return _mm512_shuffle_epi8(iq4nl_table(), nibbles_2x16(b0 + 2, b1 + 2)); }
 };
 
 struct DecIq4Xs {  // d @0, scales_h @2, scales_l[4] @4, qs[128] @8
@@ -164,7 +195,7 @@ struct DecIq4Xs {  // d @0, scales_h @2, scales_l[4] @4, qs[128] @8
             _mm256_srlv_epi32(_mm256_set1_epi32(load_u16(b + 2)), _mm256_add_epi32(j, j)), _mm256_set1_epi32(3));
         const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
         const __m256 s = _mm256_mul_ps(_mm256_set1_ps(half_to_float(load_u16(b))), _mm256_cvtepi32_ps(ls));
-        return {_mm512_castps256_ps512(s), _mm512_setzero_ps()};
+        return {_mm512_zextps256_ps512(s), _mm512_setzero_ps()};  // lanes past the 8 groups are zero
     }
     static __m512i codes(const uint8_t* b, int c) {
         // sub-blocks 2c and 2c+1: 16 bytes each, low nibbles first
@@ -224,12 +255,18 @@ struct DecQ4_K {  // d @0, dmin @2, scales[12] @4, qs[128] @16
     static UnitScales unit(const uint8_t* b) { return k_unit(b); }
     static UnitScales k_unit(const uint8_t* b) {
         const __m512 sm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k4_scales_mins(b + 4)));
-        const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(half_to_float(load_u16(b))),
-                                            _mm256_set1_ps(-half_to_float(load_u16(b + 2))), 1);
-        const __m512 v = _mm512_mul_ps(d, sm);  // lanes 0-7: d·sc, 8-15: −dmin·m
-        return {v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 2, 3, 2))};
+        const __m128 d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(b))));
+        const __m512 d = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                               _mm512_castps128_ps512(d_dmin));
+        const __m512 v = _mm512_mul_ps(d, sm);  // lanes 0-7: d·sc, 8-15: dmin·m
+        const __m512 mins = _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 2, 3, 2));
+        return {v, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(mins), _mm512_set1_epi32(INT32_MIN)))};
     }
     static __m512i codes(const uint8_t* b, int c) { return planes_2x32(b + 16 + 32 * c, 0, 4, 15); }
+    // The matrix-vector kernels read 64 bytes of qs at once: chunk 2p takes their low nibbles (groups
+    // 4p and 4p+2), chunk 2p+1 the high ones (4p+1, 4p+3); the activations are permuted to match.
+    static constexpr bool kGemvInterleaved = true;
+    static __m512i gemv_codes(const uint8_t* b, int c) { return interleaved_nibbles(b + 16 + 64 * (c / 2), c % 2); }
 };
 
 struct DecQ5_K {  // d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48
@@ -238,6 +275,12 @@ struct DecQ5_K {  // d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48
     static __m512i codes(const uint8_t* b, int c) {
         const __m512i low = planes_2x32(b + 48 + 32 * c, 0, 4, 15);
         return _mm512_mask_add_epi8(low, bit_planes(b + 16, 2 * c, 2 * c + 1), low, _mm512_set1_epi8(16));
+    }
+    static constexpr bool kGemvInterleaved = true;  // as q4_K
+    static __m512i gemv_codes(const uint8_t* b, int c) {
+        const __m512i low = interleaved_nibbles(b + 48 + 64 * (c / 2), c % 2);
+        const int bit = 4 * (c / 2) + c % 2;  // qh bit of group g is g
+        return _mm512_mask_add_epi8(low, bit_planes(b + 16, bit, bit + 2), low, _mm512_set1_epi8(16));
     }
 };
 
@@ -261,24 +304,8 @@ struct DecQ6_K {  // ql[128] @0, qh[64] @128, scales[16] @192, d @208
 
 namespace cpu_kernels::avx512 {
 
-// ---- the activations, prepared once per call ------------------------------------------------------
-
-// One token's Q8 activation in the lane view of the matrix-vector kernels: lane l covers elements
-// [4l, 4l+4). `zero_or_sum` holds per lane either −zero·Σq (int32, types with a zero point) or
-// d_x·Σq (float, types with mins; for Q8_1 its fp16 s spread evenly over the group's lanes).
-struct LaneAct {
-    const int8_t* q;          // K
-    const float* d;           // K/4: d_x of the lane's group
-    const void* zero_or_sum;  // K/4
-};
-
-// Prepares n_tokens activation rows (format activation_type(type)) in `mem`, 3·K bytes per token.
-void prepare_lane_acts(gguf::Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, LaneAct* out);
-constexpr int64_t lane_act_bytes(int64_t K) { return 3 * K; }
-
-// Matrix-vector products for few tokens (decode), per quantized type: gemv_avx512.cpp. Rows [r0, r1) of m
-// for tokens [t0, t0 + n) with n ≤ 4.
-void gemv_quant(const Matmul& m, const LaneAct* acts, int64_t t0, int n, int64_t r0, int64_t r1);
+// Matrix-vector products for few tokens (decode): gemv_avx512.cpp.
+void gemv_quant(const Matmul& m, int64_t r0, int64_t r1);
 
 // Matrix-matrix products (prefill): rows packed 16 at a time, tokens 8 at a time. gemm_avx512.cpp.
 void gemm_quant(const Matmul& m, int64_t r0, int64_t r1);
@@ -290,6 +317,27 @@ void matmul_float(const Matmul& m, int64_t r0, int64_t r1);
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end);
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end);
+
+// The matrix-vector kernels' view of a decoder: by default the natural order of codes().
+template <class D>
+constexpr bool gemv_interleaved() {
+    if constexpr (requires { D::kGemvInterleaved; }) return D::kGemvInterleaved;
+    return false;
+}
+template <class D>
+static inline __m512i gemv_codes(const uint8_t* b, int c) {
+    if constexpr (gemv_interleaved<D>()) return D::gemv_codes(b, c);
+    return D::codes(b, c);
+}
+// Lane → group index of the gemv chunk c of a 256-element unit.
+template <class D>
+static inline __m512i gemv_lane_groups(int group, int c) {
+    if constexpr (gemv_interleaved<D>()) {
+        const int ga = 4 * (c / 2) + c % 2, gb = ga + 2;
+        return _mm512_set_epi32(gb, gb, gb, gb, gb, gb, gb, gb, ga, ga, ga, ga, ga, ga, ga, ga);
+    }
+    return lane_groups(group, c);
+}
 
 // Calls f.template operator()<Decoder>() for the decoder of a hand-kernel quantized type.
 template <class F>

@@ -1,8 +1,10 @@
 // Benchmark of the hand-written CPU kernels: matrix-vector (decode) GB/s and matrix-matrix (prefill)
 // GFLOP/s per weight type on the 1B (or 100M) model shapes, 1 and 2 threads, medians of repeats, and
 // the per-token time those shapes add up to for the whole model (kernels only).
-//   bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--prefill 128] [--threads 1,2]
-//                     [--reps 7] [--isa scalar|avx2|avx512] [--working-set-mb 1024] [--thp]
+//   bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS] [--prefill 128]
+//                     [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512] [--working-set-mb 1024] [--thp]
+// --shape measures one matrix instead of the model's; with a small --working-set-mb the weights stay
+// in cache, which shows the kernel's compute speed rather than the memory's.
 #include "devices/cpu/kernels/kernels.h"
 
 #include <sys/mman.h>
@@ -135,6 +137,7 @@ double median(std::vector<double> v) {
 struct Options {
     std::vector<Type> types = {Type::F16, Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K};
     std::string model = "1b";
+    int64_t rows = 0, cols = 0;  // --shape
     int64_t prefill = 128;
     std::vector<int> threads = {1, 2};
     int reps = 7;
@@ -228,6 +231,9 @@ int main(int argc, char** argv) {
             }
         } else if (a == "--model") {
             opt.model = value();
+        } else if (a == "--shape") {
+            const std::string v = value();
+            opt.rows = std::stoll(v.substr(0, v.find('x'))), opt.cols = std::stoll(v.substr(v.find('x') + 1));
         } else if (a == "--prefill") {
             opt.prefill = std::stoll(value());
         } else if (a == "--threads") {
@@ -244,12 +250,15 @@ int main(int argc, char** argv) {
             for (ck::Isa v : {ck::Isa::SCALAR, ck::Isa::AVX2, ck::Isa::AVX512})
                 if (isa == ck::isa_name(v)) ck::set_active_isa(v);
         } else {
-            std::fprintf(stderr, "usage: bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--prefill 128]\n"
-                                 "         [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512] [--working-set-mb 1024] [--thp]\n");
+            std::fprintf(stderr, "usage: bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS]\n"
+                                 "         [--prefill 128] [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512]\n"
+                                 "         [--working-set-mb 1024] [--thp]\n");
             return 2;
         }
     }
-    const Shape* shapes = opt.model == "100m" ? k100m : k1b;
+    const Shape custom = {"custom", opt.rows, opt.cols, 1};
+    const Shape* shapes = opt.rows > 0 ? &custom : opt.model == "100m" ? k100m : k1b;
+    const int n_shapes = opt.rows > 0 ? 1 : 5;
     std::printf("isa %s, model %s shapes, prefill %lld tokens, %d reps (medians), %s pages\n", ck::isa_name(ck::active_isa()),
                 opt.model.c_str(), static_cast<long long>(opt.prefill), opt.reps, opt.thp ? "huge" : "4 KiB");
     std::mt19937_64 rng(42);
@@ -257,7 +266,7 @@ int main(int argc, char** argv) {
         Team team(n_threads);
         for (Type type : opt.types) {
             double decode_total = 0, prefill_total = 0, decode_cpu = 0, prefill_cpu = 0;
-            for (int i = 0; i < 5; i++) {
+            for (int i = 0; i < n_shapes; i++) {
                 const Shape& s = shapes[i];
                 const double bytes = static_cast<double>(*gguf::row_bytes(type, s.cols) * s.rows);
                 const Timing dec = time_matmul(team, type, s, 1, opt, rng);
