@@ -8,8 +8,8 @@ using gguf::Type;
 
 namespace {
 
-// From this many tokens on, packing 16 rows at a time pays for itself (bench_cpu_kernels).
-constexpr int64_t kGemmMinTokens = 4;
+// From this many tokens on, packing 16 rows at a time pays for itself (bench_cpu_kernels --prefill T).
+constexpr int64_t kGemmMinTokens = 5;
 
 void matmul(const Matmul& m, int64_t r0, int64_t r1) {
     if (m.type == Type::F32 || m.type == Type::F16 || m.type == Type::BF16) return matmul_float(m, r0, r1);
