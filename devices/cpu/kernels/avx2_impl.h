@@ -61,83 +61,114 @@ static inline __m256i iq4nl_table() {
 
 // ---- per-type decoders ---------------------------------------------------------------------------
 //
-// A type is read in units of kUnit elements (one 32-element block, or one 256-element super-block).
-// unit() fills the unit's group scales s[] and offsets o[] (kUnit / group of each); codes() gives the
-// codes of chunk c (32 elements) of the unit.
+// 32-element block types: codes(b) of one block; their scale d is the fp16 at offset 0 and, with
+// kMinField, the min m at offset 2 (read four blocks at a time by four_halves).
+// 256-element super-block types: unit(b) gives the group scales and offsets (groups 0-7 in [0], 8-15 in
+// [1]); codes(b, c) the codes of chunk c (32 elements).
+
+// fp16 fields at p, p + stride, p + 2·stride, p + 3·stride.
+static inline __m128 four_halves(const uint8_t* p, int stride) {
+    const uint64_t h = load_u16(p) | static_cast<uint64_t>(load_u16(p + stride)) << 16 |
+                       static_cast<uint64_t>(load_u16(p + 2 * stride)) << 32 | static_cast<uint64_t>(load_u16(p + 3 * stride)) << 48;
+    return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(h)));
+}
 
 struct DecQ8_0 {
     static constexpr int kUnit = 32, kBpb = 34;
-    static void unit(const uint8_t* b, float* s, float*) { s[0] = half_to_float(load_u16(b)); }
-    static __m256i codes(const uint8_t* b, int) {
+    static constexpr bool kMinField = false;
+    static __m256i codes(const uint8_t* b) {
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(b + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
     }
 };
 
 struct DecQ4_0 {
     static constexpr int kUnit = 32, kBpb = 18;
-    static void unit(const uint8_t* b, float* s, float*) { s[0] = half_to_float(load_u16(b)); }
-    static __m256i codes(const uint8_t* b, int) { return nibbles_32(b + 2); }
+    static constexpr bool kMinField = false;
+    static __m256i codes(const uint8_t* b) { return nibbles_32(b + 2); }
 };
 
 struct DecQ4_1 {
     static constexpr int kUnit = 32, kBpb = 20;
-    static void unit(const uint8_t* b, float* s, float* o) { s[0] = half_to_float(load_u16(b)), o[0] = half_to_float(load_u16(b + 2)); }
-    static __m256i codes(const uint8_t* b, int) { return nibbles_32(b + 4); }
+    static constexpr bool kMinField = true;
+    static __m256i codes(const uint8_t* b) { return nibbles_32(b + 4); }
 };
 
 struct DecQ5_0 {
     static constexpr int kUnit = 32, kBpb = 22;
-    static void unit(const uint8_t* b, float* s, float*) { s[0] = half_to_float(load_u16(b)); }
-    static __m256i codes(const uint8_t* b, int) {
+    static constexpr bool kMinField = false;
+    static __m256i codes(const uint8_t* b) {
         return _mm256_or_si256(nibbles_32(b + 6), _mm256_and_si256(expand_bits(load_u32(b + 2)), _mm256_set1_epi8(16)));
     }
 };
 
 struct DecQ5_1 {
     static constexpr int kUnit = 32, kBpb = 24;
-    static void unit(const uint8_t* b, float* s, float* o) { s[0] = half_to_float(load_u16(b)), o[0] = half_to_float(load_u16(b + 2)); }
-    static __m256i codes(const uint8_t* b, int) {
+    static constexpr bool kMinField = true;
+    static __m256i codes(const uint8_t* b) {
         return _mm256_or_si256(nibbles_32(b + 8), _mm256_and_si256(expand_bits(load_u32(b + 4)), _mm256_set1_epi8(16)));
     }
 };
 
 struct DecIq4Nl {
     static constexpr int kUnit = 32, kBpb = 18;
-    static void unit(const uint8_t* b, float* s, float*) { s[0] = half_to_float(load_u16(b)); }
-    static __m256i codes(const uint8_t* b, int) { return _mm256_shuffle_epi8(iq4nl_table(), nibbles_32(b + 2)); }
+    static constexpr bool kMinField = false;
+    static __m256i codes(const uint8_t* b) { return _mm256_shuffle_epi8(iq4nl_table(), nibbles_32(b + 2)); }
 };
+
+struct UnitScales {
+    __m256 s[2];  // group scales: groups 0-7, 8-15
+    __m256 o[2];  // group offsets (types with mins)
+};
+
+// 16 signed 8-bit values as two vectors of 8 floats, times d.
+static inline void bytes_to_floats(__m128i v, bool is_signed, __m256 d, __m256 out[2]) {
+    const __m128i hi = _mm_unpackhi_epi64(v, v);
+    out[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v)));
+    out[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(hi) : _mm256_cvtepu8_epi32(hi)));
+}
+
+static inline __m256 half_bcast(const uint8_t* p) { return _mm256_set1_ps(half_to_float(load_u16(p))); }
 
 struct DecIq4Xs {  // d @0, scales_h @2, scales_l[4] @4, qs[128] @8
     static constexpr int kUnit = 256, kBpb = 136;
-    static void unit(const uint8_t* b, float* s, float*) {
-        const float d = half_to_float(load_u16(b));
-        const uint16_t sh = load_u16(b + 2);
-        for (int ib = 0; ib < 8; ib++) {
-            const int ls = ((b[4 + ib / 2] >> 4 * (ib % 2)) & 15) | (((sh >> 2 * ib) & 3) << 4);
-            s[ib] = d * (ls - 32);
-        }
+    static UnitScales unit(const uint8_t* b) {
+        const __m256i j = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i low = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(b + 4))), _mm256_slli_epi32(j, 2)),
+            _mm256_set1_epi32(15));  // nibble j of scales_l, low nibble first
+        const __m256i high = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(load_u16(b + 2)), _mm256_add_epi32(j, j)), _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+        return {{_mm256_mul_ps(half_bcast(b), _mm256_cvtepi32_ps(ls)), _mm256_setzero_ps()}, {}};
     }
     static __m256i codes(const uint8_t* b, int c) { return _mm256_shuffle_epi8(iq4nl_table(), nibbles_32(b + 8 + 16 * c)); }
 };
 
 struct DecQ2_K {  // scales[16] @0, qs[64] @16, d @80, dmin @82
     static constexpr int kUnit = 256, kBpb = 84;
-    static void unit(const uint8_t* b, float* s, float* o) {
-        const float d = half_to_float(load_u16(b + 80)), dmin = half_to_float(load_u16(b + 82));
-        for (int g = 0; g < 16; g++) s[g] = d * (b[g] & 15), o[g] = -(dmin * (b[g] >> 4));
+    static UnitScales unit(const uint8_t* b) {
+        const __m128i sc = _mm_loadu_si128((const __m128i*)b);
+        UnitScales us;
+        bytes_to_floats(_mm_and_si128(sc, _mm_set1_epi8(15)), false, half_bcast(b + 80), us.s);
+        bytes_to_floats(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15)), false,
+                        _mm256_sub_ps(_mm256_setzero_ps(), half_bcast(b + 82)), us.o);
+        return us;
     }
     static __m256i codes(const uint8_t* b, int c) { return plane_32(b + 16 + 32 * (c / 4), 2 * (c % 4), 3); }
 };
 
 struct DecQ3_K {  // hmask[32] @0, qs[64] @32, scales[12] @96, d @108
     static constexpr int kUnit = 256, kBpb = 110;
-    static void unit(const uint8_t* b, float* s, float*) {
-        const float d = half_to_float(load_u16(b + 108));
+    static UnitScales unit(const uint8_t* b) {
         const uint8_t* sc = b + 96;
+        alignas(16) int8_t scales[16];
         for (int g = 0; g < 16; g++) {
             const int low = g < 8 ? sc[g] & 15 : sc[g - 8] >> 4;
-            s[g] = d * ((low | (((sc[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32);
+            scales[g] = static_cast<int8_t>((low | (((sc[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32);
         }
+        UnitScales us;
+        bytes_to_floats(_mm_load_si128((const __m128i*)scales), true, half_bcast(b + 108), us.s);
+        return us;
     }
     static __m256i codes(const uint8_t* b, int c) {
         const __m256i low = plane_32(b + 32 + 32 * (c / 4), 2 * (c % 4), 3);
@@ -146,25 +177,34 @@ struct DecQ3_K {  // hmask[32] @0, qs[64] @32, scales[12] @96, d @108
     }
 };
 
-static inline void k4_unit(const uint8_t* b, float* s, float* o) {  // q4_K / q5_K scales and mins
-    const float d = half_to_float(load_u16(b)), dmin = half_to_float(load_u16(b + 2));
-    const uint8_t* sc = b + 4;
-    for (int j = 0; j < 8; j++) {
-        const int scale = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
-        const int min = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-        s[j] = d * scale, o[j] = -(dmin * min);
-    }
+// The 8 6-bit scales and 8 6-bit mins of a q4_K/q5_K block (12 bytes at s12; 4 more are read) as 16
+// bytes, scales first (see avx512_impl.h).
+static inline __m128i k4_scales_mins(const uint8_t* s12) {
+    const __m128i raw = _mm_loadu_si128((const __m128i*)s12);
+    const __m128i a = _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i top = _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i nibbles = _mm_blend_epi32(a, _mm_srli_epi16(a, 4), 0x8);  // mins j ≥ 4: high nibbles
+    const __m128i low = _mm_and_si128(nibbles, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
+}
+
+static inline UnitScales k4_unit(const uint8_t* b) {  // q4_K / q5_K
+    const __m128i sm = k4_scales_mins(b + 4);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm)));
+    return {{_mm256_mul_ps(half_bcast(b), sc), _mm256_setzero_ps()},
+            {_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), half_bcast(b + 2)), mn), _mm256_setzero_ps()}};
 }
 
 struct DecQ4_K {  // d @0, dmin @2, scales[12] @4, qs[128] @16
     static constexpr int kUnit = 256, kBpb = 144;
-    static void unit(const uint8_t* b, float* s, float* o) { k4_unit(b, s, o); }
+    static UnitScales unit(const uint8_t* b) { return k4_unit(b); }
     static __m256i codes(const uint8_t* b, int c) { return plane_32(b + 16 + 32 * (c / 2), 4 * (c % 2), 15); }
 };
 
 struct DecQ5_K {  // d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48
     static constexpr int kUnit = 256, kBpb = 176;
-    static void unit(const uint8_t* b, float* s, float* o) { k4_unit(b, s, o); }
+    static UnitScales unit(const uint8_t* b) { return k4_unit(b); }
     static __m256i codes(const uint8_t* b, int c) {
         const __m256i low = plane_32(b + 48 + 32 * (c / 2), 4 * (c % 2), 15);
         return _mm256_add_epi8(low, _mm256_slli_epi16(plane_32(b + 16, c, 1), 4));
@@ -173,9 +213,10 @@ struct DecQ5_K {  // d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48
 
 struct DecQ6_K {  // ql[128] @0, qh[64] @128, scales[16] @192, d @208
     static constexpr int kUnit = 256, kBpb = 210;
-    static void unit(const uint8_t* b, float* s, float*) {
-        const float d = half_to_float(load_u16(b + 208));
-        for (int g = 0; g < 16; g++) s[g] = d * static_cast<int8_t>(b[192 + g]);
+    static UnitScales unit(const uint8_t* b) {
+        UnitScales us;
+        bytes_to_floats(_mm_loadu_si128((const __m128i*)(b + 192)), true, half_bcast(b + 208), us.s);
+        return us;
     }
     static __m256i codes(const uint8_t* b, int c) {
         // half n = c/4, quarter i = c%4: ql[64n + 32(i%2)] nibble i/2, qh[32n] bits 2i..2i+1
