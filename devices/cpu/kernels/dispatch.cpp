@@ -194,6 +194,8 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     active_kernels().attention(a, pair_begin, pair_end);
 }
 
+size_t bytes_per_row(Type t, int64_t n) { return static_cast<size_t>(*gguf::row_bytes(t, n)); }
+
 // ---- per-thread scratch ----------------------------------------------------------------------------
 
 namespace {

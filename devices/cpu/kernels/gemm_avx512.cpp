@@ -170,7 +170,7 @@ void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const GroupAct* x
 void prepare_group_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, GroupAct* out) {
     const QuantLayout& layout = *quant_layout(type);
     const Type act = activation_type(type);
-    const size_t row_bytes = *gguf::row_bytes(act, K);
+    const size_t row_bytes = bytes_per_row(act, K);
     const int64_t group = layout.group, n_groups = K / group;
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t* row = x + t * row_bytes;
@@ -217,7 +217,7 @@ void prepare_group_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens
 void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
     const QuantLayout& layout = *quant_layout(m.type);
     const int64_t K = m.n_cols, group = layout.group, n_groups = K / group;
-    const size_t row_bytes = *gguf::row_bytes(m.type, K);
+    const size_t row_bytes = bytes_per_row(m.type, K);
 
     auto acts = static_cast<uint8_t*>(
         scratch(ScratchSlot::ACTIVATIONS, m.n_tokens * (K + 8 * n_groups + sizeof(GroupAct))));

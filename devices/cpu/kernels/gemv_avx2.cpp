@@ -34,7 +34,7 @@ int sum_q(const int8_t* q, int n) {
 void prepare_lane_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, LaneAct* out) {
     const QuantLayout& layout = *quant_layout(type);
     const Type act = activation_type(type);
-    const size_t row_bytes = *gguf::row_bytes(act, K);
+    const size_t row_bytes = bytes_per_row(act, K);
     const float zero = layout.has_min ? 1.0f : -static_cast<float>(layout.zero);
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t* row = x + t * row_bytes;
@@ -195,7 +195,7 @@ void gemv_tile_256(const Matmul& m, const LaneAct* x, int64_t r0, size_t row_byt
 
 template <class D, int N, bool kMin, bool kSigned, int kGroup>
 void gemv_rows(const Matmul& m, const LaneAct* x, int64_t r0, int64_t r1) {
-    const size_t row_bytes = *gguf::row_bytes(m.type, m.n_cols);
+    const size_t row_bytes = bytes_per_row(m.type, m.n_cols);
     constexpr int R = N == 1 ? 4 : N == 2 ? 2 : 1;
     auto tile = [&]<int kRows>(int64_t r) {
         if constexpr (D::kUnit == 256)

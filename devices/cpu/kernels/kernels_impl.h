@@ -1,10 +1,11 @@
 // Internals of the CPU kernels: one table of entry points per instruction-set variant, the common
 // "codes and scales" view of the quantized weight types, and per-thread scratch memory.
 //
-// Each variant lives in files compiled with its own -m flags (*_avx512.cpp, *_avx2.cpp). Helpers
-// shared between such files must be `static` (internal linkage): an `inline` function would be
-// merged by the linker across files with different flags, and a scalar caller could end up running
-// AVX-512 code. For the same reason the variant files use no std containers.
+// Each variant lives in files compiled with its own -m flags (*_avx512.cpp, *_avx2.cpp) and in a
+// namespace of its own (cpu_kernels::avx512, ::avx2) whose headers only those files include. They
+// must not instantiate inline code that baseline files also use (std containers, std::optional,
+// ...): the linker keeps one copy of such code, and a scalar caller could end up running AVX-512
+// instructions. So they call out-of-line helpers like bytes_per_row() instead.
 #pragma once
 
 #include "devices/cpu/kernels/kernels.h"
@@ -14,6 +15,9 @@
 #include <cstdint>
 
 namespace cpu_kernels {
+
+// Bytes of a row of n elements of type t (a valid size: checked by the caller).
+size_t bytes_per_row(gguf::Type t, int64_t n);
 
 // Entry points of one variant. Arguments are validated by the caller (dispatch.cpp).
 struct Kernels {

@@ -1,6 +1,5 @@
 // The AVX2 variant's entry points.
 #include "devices/cpu/kernels/avx2_impl.h"
-#include "devices/cpu/kernels/scalar_impl.h"
 
 namespace cpu_kernels::avx2 {
 

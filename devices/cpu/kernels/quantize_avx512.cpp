@@ -91,7 +91,7 @@ void quantize_half_row(Type act, const float* x, int64_t n, uint16_t* out) {
 
 void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end) {
-    const size_t row_bytes = *gguf::row_bytes(act, n_cols);
+    const size_t row_bytes = bytes_per_row(act, n_cols);
     for (int64_t r = row_begin; r < row_end; r++) {
         const float* xr = x + r * x_stride;
         uint8_t* o = static_cast<uint8_t*>(out) + r * row_bytes;
