@@ -59,10 +59,13 @@ const float* cache_row(const Attention& a, const void* base, int64_t off, int64_
 void attend(const Attention& a, int64_t t, int64_t h0, int n_q, float* mem) {
     const int64_t Dk = a.head_dim_k, Dv = a.head_dim_v, hk = h0 / (a.n_head / a.n_head_kv);
     const int64_t Dk8 = (Dk + 7) / 8 * 8, Dv8 = (Dv + 7) / 8 * 8;
+    // regions kSkew floats apart beyond their size: equal offsets modulo 4 KiB would make loads wait
+    // on unrelated stores (4K aliasing)
+    constexpr int64_t kSkew = 5 * 16;
     float* kbuf = mem;
-    float* vbuf = kbuf + 8 * Dk8;
-    float* qbuf = vbuf + 8 * Dv8;      // the query, zero-padded
-    float* acc = qbuf + Dk8;           // [n_q][Dv8]
+    float* vbuf = kbuf + 8 * Dk8 + kSkew;
+    float* qbuf = vbuf + 8 * Dv8 + kSkew;  // the query, zero-padded
+    float* acc = qbuf + Dk8 + kSkew;       // [n_q][Dv8]
     alignas(32) float p[8];
     const int64_t pos = a.start_pos + t;
     const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
@@ -90,7 +93,7 @@ void attend(const Attention& a, int64_t t, int64_t h0, int n_q, float* mem) {
             }
             const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
             const __m256 logits = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_mul_ps(sum8(dots), _mm256_set1_ps(a.scale)), valid);
-            const float new_max = std::fmax(m[i], hmax(logits));
+            const float block_max = hmax(logits), new_max = m[i] > block_max ? m[i] : block_max;
             const __m256 pv = _mm256_and_ps(valid, exp_ps(_mm256_sub_ps(logits, _mm256_set1_ps(new_max))));
             _mm256_store_ps(p, pv);
             const float correction = std::exp(m[i] - new_max);  // 0 on the first block (m = −∞)
@@ -121,7 +124,7 @@ void attend(const Attention& a, int64_t t, int64_t h0, int n_q, float* mem) {
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const int64_t group = a.n_head / a.n_head_kv;
     const int64_t Dk8 = (a.head_dim_k + 7) / 8 * 8, Dv8 = (a.head_dim_v + 7) / 8 * 8;
-    auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * (8 * Dk8 + 8 * Dv8 + Dk8 + kMaxGroup * Dv8)));
+    auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * (8 * Dk8 + 8 * Dv8 + Dk8 + kMaxGroup * Dv8 + 3 * 80)));
     for (int64_t pair = pair_begin; pair < pair_end;) {
         const int64_t t = pair / a.n_head, h = pair % a.n_head;
         const int64_t group_end = (h / group + 1) * group;

@@ -3,6 +3,7 @@
 // the per-token time those shapes add up to for the whole model (kernels only).
 //   bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS] [--prefill 128]
 //                     [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512] [--working-set-mb 1024] [--thp]
+//                     [--attention]
 // --shape measures one matrix instead of the model's; with a small --working-set-mb the weights stay
 // in cache, which shows the kernel's compute speed rather than the memory's.
 #include "devices/cpu/kernels/kernels.h"
@@ -150,6 +151,7 @@ struct Options {
     int reps = 7;
     size_t working_set = size_t(1024) << 20;
     bool thp = false;
+    bool attention = false;
 };
 
 double thread_cpu_seconds() {
@@ -209,6 +211,52 @@ Timing time_matmul(Team& team, Type type, const Shape& s, int64_t n_tokens, cons
     return {median(wall), median(cpu)};
 }
 
+// Attention of the 1B shape (32 query heads, 8 KV heads, head dim 64, F16 cache): decode of one token
+// over n_kv cached positions (GB/s of K and V read) and causal prefill of T tokens from position 0.
+void bench_attention(Team& team, int n_threads, const Options& opt, std::mt19937_64& rng) {
+    const int64_t n_head = opt.model == "100m" ? 12 : 32, n_head_kv = opt.model == "100m" ? 4 : 8, dim = 64;
+    const int64_t max_kv = 4096;
+    std::normal_distribution<float> normal;
+    std::vector<uint16_t> k(max_kv * n_head_kv * dim), v(k.size());
+    for (auto& h : k) h = gguf::f32_to_f16(normal(rng));
+    for (auto& h : v) h = gguf::f32_to_f16(normal(rng));
+    std::vector<float> q(512 * n_head * dim), out(q.size());
+    for (float& f : q) f = normal(rng);
+    auto run = [&](int64_t n_tokens, int64_t start_pos) {
+        ck::Attention a;
+        a.q = q.data(), a.q_token_stride = n_head * dim, a.q_head_stride = dim;
+        a.kv_type = Type::F16, a.k = k.data(), a.v = v.data();
+        a.k_pos_stride = a.v_pos_stride = n_head_kv * dim, a.k_head_stride = a.v_head_stride = dim;
+        a.out = out.data(), a.out_token_stride = n_head * dim, a.out_head_stride = dim;
+        a.n_tokens = n_tokens, a.start_pos = start_pos, a.n_head = n_head, a.n_head_kv = n_head_kv;
+        a.head_dim_k = a.head_dim_v = dim, a.scale = 0.125f;
+        const std::function<void(int, int)> job = [&](int i, int n) {
+            const int64_t pairs = n_tokens * n_head;  // split at whole KV-head groups
+            const int64_t groups = pairs / (n_head / n_head_kv), g0 = groups * i / n, g1 = groups * (i + 1) / n;
+            ck::attention(a, g0 * (n_head / n_head_kv), g1 * (n_head / n_head_kv));
+        };
+        team.run(job);
+        std::vector<double> wall;
+        for (int r = 0; r < opt.reps; r++) {
+            const auto t0 = std::chrono::steady_clock::now();
+            team.run(job);
+            wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        return median(wall);
+    };
+    for (int64_t n_kv : {512, 2048, 4096}) {
+        const double t = run(1, n_kv - 1), bytes = 2.0 * n_kv * n_head_kv * 2 * dim;
+        std::printf("attn  %dT decode at %5lld cached positions %8.1f us %6.1f GB/s of KV\n", n_threads,
+                    static_cast<long long>(n_kv), t * 1e6, bytes / t / 1e9);
+    }
+    for (int64_t n_tokens : {128, 512}) {
+        const double t = run(n_tokens, 0), flop = 2.0 * n_head * 2 * dim * n_tokens * (n_tokens + 1) / 2;
+        std::printf("attn  %dT prefill of %3lld tokens            %8.2f ms %6.1f GFLOP/s\n", n_threads,
+                    static_cast<long long>(n_tokens), t * 1e3, flop / t / 1e9);
+    }
+    std::printf("\n");
+}
+
 std::vector<std::string> split(const std::string& s) {
     std::vector<std::string> out;
     std::stringstream ss(s);
@@ -255,6 +303,8 @@ int main(int argc, char** argv) {
             opt.working_set = std::stoull(value()) << 20;
         } else if (a == "--thp") {
             opt.thp = true;
+        } else if (a == "--attention") {
+            opt.attention = true;
         } else if (a == "--isa") {
             const std::string isa = value();
             for (ck::Isa v : {ck::Isa::SCALAR, ck::Isa::AVX2, ck::Isa::AVX512})
@@ -262,7 +312,7 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr, "usage: bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS]\n"
                                  "         [--prefill 128] [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512]\n"
-                                 "         [--working-set-mb 1024] [--thp]\n");
+                                 "         [--working-set-mb 1024] [--thp] [--attention]\n");
             return 2;
         }
     }
@@ -274,6 +324,10 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(42);
     for (int n_threads : opt.threads) {
         Team team(n_threads);
+        if (opt.attention) {
+            bench_attention(team, n_threads, opt, rng);
+            continue;
+        }
         for (Type type : opt.types) {
             double decode_total = 0, prefill_total = 0, decode_cpu = 0, prefill_cpu = 0;
             for (int i = 0; i < n_shapes; i++) {
