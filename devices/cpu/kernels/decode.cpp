@@ -167,18 +167,18 @@ struct LayoutEntry {
 };
 
 const LayoutEntry kLayouts[] = {
-    {Type::Q4_0, {32, 8, false, 15}, decode_q4_0},
-    {Type::Q4_1, {32, 0, true, 15}, decode_q4_1},
-    {Type::Q5_0, {32, 16, false, 31}, decode_q5_0},
-    {Type::Q5_1, {32, 0, true, 31}, decode_q5_1},
-    {Type::Q8_0, {32, 128, false, 255}, decode_q8_0},
-    {Type::IQ4_NL, {32, 128, false, 241}, decode_iq4_nl},
-    {Type::IQ4_XS, {32, 128, false, 241}, decode_iq4_xs},
-    {Type::Q2_K, {16, 0, true, 3}, decode_q2_K},
-    {Type::Q3_K, {16, 4, false, 7}, decode_q3_K},
-    {Type::Q4_K, {32, 0, true, 15}, decode_q4_K},
-    {Type::Q5_K, {32, 0, true, 31}, decode_q5_K},
-    {Type::Q6_K, {16, 32, false, 63}, decode_q6_K},
+    {Type::Q4_0, {32, 8, false}, decode_q4_0},
+    {Type::Q4_1, {32, 0, true}, decode_q4_1},
+    {Type::Q5_0, {32, 16, false}, decode_q5_0},
+    {Type::Q5_1, {32, 0, true}, decode_q5_1},
+    {Type::Q8_0, {32, 128, false}, decode_q8_0},
+    {Type::IQ4_NL, {32, 128, false}, decode_iq4_nl},
+    {Type::IQ4_XS, {32, 128, false}, decode_iq4_xs},
+    {Type::Q2_K, {16, 0, true}, decode_q2_K},
+    {Type::Q3_K, {16, 4, false}, decode_q3_K},
+    {Type::Q4_K, {32, 0, true}, decode_q4_K},
+    {Type::Q5_K, {32, 0, true}, decode_q5_K},
+    {Type::Q6_K, {16, 32, false}, decode_q6_K},
 };
 
 const LayoutEntry* find_layout(Type t) {

@@ -86,6 +86,21 @@ void set_active_isa(Isa isa) {
 
 // ---- activations -----------------------------------------------------------------------------------
 
+namespace {
+
+// Errors name the kernel and, where one is involved, the type. Messages are built only on failure:
+// these checks run on every call.
+[[noreturn]] void fail(const char* kernel, const std::string& detail) {
+    throw Error(std::string("[cpu_kernels.") + kernel + "] " + detail);
+}
+
+std::string type_label(Type t) {
+    const gguf::TypeTraits* traits = gguf::type_traits(static_cast<uint32_t>(t));
+    return traits ? traits->name : "type id " + std::to_string(static_cast<uint32_t>(t));
+}
+
+}  // namespace
+
 bool has_hand_kernel(Type t) {
     return t == Type::F32 || t == Type::F16 || t == Type::BF16 || quant_layout(t) != nullptr;
 }
@@ -104,24 +119,25 @@ Type activation_type(Type t) {
 
 int64_t activation_row_bytes(Type weight_type, int64_t n_cols) {
     auto bytes = gguf::row_bytes(activation_type(weight_type), n_cols);
-    if (!bytes)
-        throw Error("[cpu_kernels.activation_row_bytes] " + std::string(gguf::type_name(weight_type)) + ": n_cols " +
-                    std::to_string(n_cols) + " does not fit the activation block size");
+    if (!bytes || n_cols <= 0)
+        fail("activation_row_bytes", type_label(weight_type) + ": n_cols " + std::to_string(n_cols) +
+                                         " does not fit the activation block size");
     return static_cast<int64_t>(*bytes);
 }
 
+
 void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end) {
-    const std::string where = "[cpu_kernels.quantize_rows] " + std::string(gguf::type_name(act)) + ": ";
+    auto error = [&](const std::string& detail) { fail("quantize_rows", type_label(act) + ": " + detail); };
     if (act != Type::F32 && act != Type::F16 && act != Type::BF16 && act != Type::Q8_0 && act != Type::Q8_1 &&
         act != Type::Q8_K)
-        throw Error(where + "not an activation format (expected f32, f16, bf16, q8_0, q8_1 or q8_K)");
+        error("not an activation format (expected f32, f16, bf16, q8_0, q8_1 or q8_K)");
     if (n_cols <= 0 || !gguf::row_bytes(act, n_cols))
-        throw Error(where + "n_cols " + std::to_string(n_cols) + " is not a positive multiple of the block size");
-    if (row_begin < 0 || row_end < row_begin) throw Error(where + "bad row range");
+        error("n_cols " + std::to_string(n_cols) + " is not a positive multiple of the block size");
+    if (row_begin < 0 || row_end < row_begin) error("bad row range");
     if (row_end == row_begin) return;
-    if (!x || !out) throw Error(where + "null pointer");
-    if (x_stride < n_cols) throw Error(where + "x_stride smaller than n_cols");
+    if (!x || !out) error("null pointer");
+    if (x_stride < n_cols) error("x_stride smaller than n_cols");
     active_kernels().quantize_rows(act, x, x_stride, n_cols, out, row_begin, row_end);
 }
 
@@ -129,18 +145,16 @@ void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, v
 
 void validate(const Matmul& m) {
     const gguf::TypeTraits* traits = gguf::type_traits(static_cast<uint32_t>(m.type));
-    if (!traits) throw Error("[cpu_kernels.matmul] unknown weight type id " + std::to_string(static_cast<uint32_t>(m.type)));
-    const std::string where = "[cpu_kernels.matmul] " + std::string(traits->name) + ": ";
-    if (!has_hand_kernel(m.type) && !traits->dequantize)
-        throw Error(where + "no hand kernel and no dequantizer for the generic path");
-    if (m.n_rows < 0 || m.n_tokens < 0) throw Error(where + "negative n_rows or n_tokens");
+    if (!traits) fail("matmul", "unknown weight type id " + std::to_string(static_cast<uint32_t>(m.type)));
+    auto error = [&](const std::string& detail) { fail("matmul", std::string(traits->name) + ": " + detail); };
+    if (!has_hand_kernel(m.type) && !traits->dequantize) error("no hand kernel and no dequantizer for the generic path");
+    if (m.n_rows < 0 || m.n_tokens < 0) error("negative n_rows or n_tokens");
     if (m.n_cols <= 0 || m.n_cols % traits->block_size != 0)
-        throw Error(where + "n_cols " + std::to_string(m.n_cols) + " is not a positive multiple of " +
-                    std::to_string(traits->block_size));
+        error("n_cols " + std::to_string(m.n_cols) + " is not a positive multiple of " + std::to_string(traits->block_size));
     if (!gguf::row_bytes(activation_type(m.type), m.n_cols))
-        throw Error(where + "n_cols " + std::to_string(m.n_cols) + " does not fit the activation block size");
-    if (m.y_stride < m.n_rows) throw Error(where + "y_stride " + std::to_string(m.y_stride) + " < n_rows");
-    if (m.n_rows > 0 && m.n_tokens > 0 && (!m.w || !m.x || !m.y)) throw Error(where + "null pointer");
+        error("n_cols " + std::to_string(m.n_cols) + " does not fit the activation block size");
+    if (m.y_stride < m.n_rows) error("y_stride " + std::to_string(m.y_stride) + " < n_rows");
+    if (m.n_rows > 0 && m.n_tokens > 0 && (!m.w || !m.x || !m.y)) error("null pointer");
 }
 
 void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end) {
@@ -161,8 +175,8 @@ void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_
 void matmul(const Matmul& m, int64_t row_begin, int64_t row_end) {
     validate(m);
     if (row_begin < 0 || row_end < row_begin || row_end > m.n_rows)
-        throw Error("[cpu_kernels.matmul] row range [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
-                    ") outside 0.." + std::to_string(m.n_rows));
+        fail("matmul", "row range [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside 0.." +
+                           std::to_string(m.n_rows));
     if (row_end == row_begin || m.n_tokens == 0) return;
     if (has_hand_kernel(m.type))
         active_kernels().matmul(m, row_begin, row_end);
@@ -173,23 +187,21 @@ void matmul(const Matmul& m, int64_t row_begin, int64_t row_end) {
 // ---- attention -------------------------------------------------------------------------------------
 
 void validate(const Attention& a) {
-    const std::string where = "[cpu_kernels.attention] ";
-    if (a.kv_type != Type::F32 && a.kv_type != Type::F16)
-        throw Error(where + "KV cache type " + std::string(gguf::type_name(a.kv_type)) + ": expected f32 or f16");
-    if (a.n_tokens < 0 || a.start_pos < 0) throw Error(where + "negative n_tokens or start_pos");
+    auto error = [](const std::string& detail) { fail("attention", detail); };
+    if (a.kv_type != Type::F32 && a.kv_type != Type::F16) error("KV cache type " + type_label(a.kv_type) + ": expected f32 or f16");
+    if (a.n_tokens < 0 || a.start_pos < 0) error("negative n_tokens or start_pos");
     if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0)
-        throw Error(where + "n_head " + std::to_string(a.n_head) + " is not a positive multiple of n_head_kv " +
-                    std::to_string(a.n_head_kv));
-    if (a.head_dim_k <= 0 || a.head_dim_v <= 0) throw Error(where + "head dims must be positive");
-    if (a.window < 0) throw Error(where + "negative window");
-    if (a.n_tokens > 0 && (!a.q || !a.k || !a.v || !a.out)) throw Error(where + "null pointer");
+        error("n_head " + std::to_string(a.n_head) + " is not a positive multiple of n_head_kv " + std::to_string(a.n_head_kv));
+    if (a.head_dim_k <= 0 || a.head_dim_v <= 0) error("head dims must be positive");
+    if (a.window < 0) error("negative window");
+    if (a.n_tokens > 0 && (!a.q || !a.k || !a.v || !a.out)) error("null pointer");
 }
 
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     validate(a);
     if (pair_begin < 0 || pair_end < pair_begin || pair_end > a.n_tokens * a.n_head)
-        throw Error("[cpu_kernels.attention] pair range [" + std::to_string(pair_begin) + ", " +
-                    std::to_string(pair_end) + ") outside 0.." + std::to_string(a.n_tokens * a.n_head));
+        fail("attention", "pair range [" + std::to_string(pair_begin) + ", " + std::to_string(pair_end) + ") outside 0.." +
+                              std::to_string(a.n_tokens * a.n_head));
     if (pair_end == pair_begin) return;
     active_kernels().attention(a, pair_begin, pair_end);
 }

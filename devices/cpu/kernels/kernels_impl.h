@@ -48,7 +48,6 @@ struct QuantLayout {
     int group = 32;        // elements per scale: 16 or 32
     int zero = 0;          // subtracted from every code
     bool has_min = false;  // o[g] is not always 0
-    int max_code = 255;    // largest u (bounds integer sums; AVX2 needs u ≤ 127 for vpmaddubsw pairs)
 };
 
 // Layout of a hand-kernel quantized type; nullptr for float and generic-path types.
