@@ -307,13 +307,18 @@ int main(int argc, char** argv) {
             opt.attention = true;
         } else if (a == "--isa") {
             const std::string isa = value();
+            bool known = false;
             for (ck::Isa v : {ck::Isa::SCALAR, ck::Isa::AVX2, ck::Isa::AVX512})
-                if (isa == ck::isa_name(v)) ck::set_active_isa(v);
+                if (isa == ck::isa_name(v)) ck::set_active_isa(v), known = true;
+            if (!known) {
+                std::fprintf(stderr, "unknown isa %s (scalar, avx2, avx512)\n", isa.c_str());
+                return 2;
+            }
         } else {
-            std::fprintf(stderr, "usage: bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS]\n"
+            std::fprintf(a == "--help" || a == "-h" ? stdout : stderr, "usage: bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS]\n"
                                  "         [--prefill 128] [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512]\n"
                                  "         [--working-set-mb 1024] [--thp] [--attention]\n");
-            return 2;
+            return a == "--help" || a == "-h" ? 0 : 2;
         }
     }
     const Shape custom = {"custom", opt.rows, opt.cols, 1};
