@@ -4,6 +4,8 @@
 #include "devices/cpu/kernels/kernels.h"
 #include "kernels_test.h"
 
+#include <thread>
+
 using namespace kernels_test;
 namespace ck = cpu_kernels;
 
@@ -127,6 +129,36 @@ TEST_CASE("activation quantizers agree across variants on exact ties, zeros and 
             ck::quantize_rows(act, x.data(), n_cols, n_cols, got.data(), 0, n_rows);
             INFO(ck::isa_name(isa) << " " << gguf::type_name(act));
             CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
+        }
+    }
+}
+
+TEST_CASE("matmul split over threads gives the same bits as one call") {
+    // The engine splits rows across its thread pool; each row must not depend on the split.
+    for (Isa isa : supported_isas()) {
+        ActiveIsa active(isa);
+        for (Type type : {Type::F16, Type::Q8_0, Type::Q4_K}) {
+            for (int64_t n_tokens : {1, 9}) {
+                Rng rng(11);
+                const int64_t n_rows = 100, n_cols = 512;
+                const std::vector<uint8_t> w = random_weights(rng, type, n_rows, n_cols);
+                const std::vector<float> xf = random_floats(rng, n_tokens * n_cols);
+                std::vector<uint8_t> x(n_tokens * ck::activation_row_bytes(type, n_cols));
+                ck::quantize_rows(ck::activation_type(type), xf.data(), n_cols, n_cols, x.data(), 0, n_tokens);
+                ck::Matmul m;
+                m.type = type, m.w = w.data(), m.n_rows = n_rows, m.n_cols = n_cols;
+                m.x = x.data(), m.n_tokens = n_tokens, m.y_stride = n_rows;
+                std::vector<float> one(n_tokens * n_rows), split(n_tokens * n_rows);
+                m.y = one.data();
+                ck::matmul(m, 0, n_rows);
+                m.y = split.data();
+                std::vector<std::thread> threads;
+                for (int64_t r0 : {0, 16, 48})  // uneven, unaligned ends
+                    threads.emplace_back([&m, r0, n_rows] { ck::matmul(m, r0, r0 == 48 ? n_rows : r0 == 0 ? 16 : 48); });
+                for (auto& th : threads) th.join();
+                INFO(ck::isa_name(isa) << " " << gguf::type_name(type) << " tokens " << n_tokens);
+                CHECK(std::memcmp(one.data(), split.data(), one.size() * sizeof(float)) == 0);
+            }
         }
     }
 }

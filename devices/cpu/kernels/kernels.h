@@ -43,7 +43,7 @@ int64_t activation_row_bytes(gguf::Type weight_type, int64_t n_cols);
 // Rows [row_begin, row_end) of x (n_rows, n_cols) f32, row stride x_stride floats, into `out` (rows of
 // activation_row_bytes each) in format `act`: Q8_0, Q8_1, Q8_K, F16, BF16 or F32. Bit-exact with ggml's
 // reference quantizers (Q8_0/Q8_1 round half away from zero, Q8_K and F16/BF16 to nearest even) on
-// every variant.
+// every variant, ties included (only the payload bits of a NaN converted to F16 may differ).
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,
                    int64_t row_begin, int64_t row_end);
 
@@ -65,7 +65,8 @@ struct Matmul {
 void validate(const Matmul& m);
 
 // Output rows [row_begin, row_end) for every token. Ranges that start at multiples of
-// kMatmulRowAlign run fastest (one tile of rows).
+// kMatmulRowAlign run fastest (one tile of rows). Few tokens stream the weights once per 4 tokens;
+// from 5 (quantized) or 8 (float) tokens on, rows are packed into tiles that serve every token.
 constexpr int64_t kMatmulRowAlign = 16;
 void matmul(const Matmul& m, int64_t row_begin, int64_t row_end);
 
