@@ -1,33 +1,38 @@
 // Mixture-of-experts models against llama.cpp's goldens (README rules, class "moe"): every case of
 // every file of qwen3moe, olmoe, glm4moe and gpt-oss. Q8_0 (and MXFP4) files are compared only where
-// activations are rounded the way ggml rounds them: with f32 activations the expert choice differs
-// from the first step, so the goldens say nothing about the logits.
+// activations are rounded the way ggml rounds them (with f32 activations the expert choice differs
+// from the first step, so the goldens say nothing about the logits); f16 files too when the build
+// rounds like ggml, else within the f32-activation tolerance.
 #include "common/test_data.h"
 #include "engine/experts_impl.h"
 #include "golden.h"
 
 namespace {
 
-// Whether the matmuls for `weight` quantize their activations as ggml does (Q8_0 blocks before Q8_0
-// and MXFP4 weights): only then are the Q8_0 / MXFP4 goldens comparable.
-bool ggml_like_activations(gguf::Type weight) { return engine::experts::activation_type(weight) == gguf::Type::Q8_0; }
+// Whether this build's matmuls round activations for `weights` as ggml does (to Q8_0 blocks before
+// Q8_0 and MXFP4 weights, to f16 before f16 weights; f32 stays f32): then the tighter "ggml-like"
+// tolerances apply, and only then are the Q8_0 / MXFP4 goldens comparable at all.
+bool ggml_like_activations(const std::string& file_type) {
+    if (file_type == "f32") return true;
+    if (file_type == "f16") return engine::experts::activation_type(gguf::Type::F16) == gguf::Type::F16;
+    gguf::Type weights = file_type == "mxfp4" ? gguf::Type::MXFP4 : gguf::Type::Q8_0;
+    return engine::experts::activation_type(weights) == gguf::Type::Q8_0;
+}
 
 void check_model(const std::string& stem) {
     REQUIRE_SHARED_DATA();
     std::string type = stem.substr(stem.rfind('-') + 1);
-    bool quantized = type == "q8_0" || type == "mxfp4";
-    golden::Tolerance tol = golden::tolerance(stem, quantized);
-    REQUIRE(tol.checkable);
-    bool compare_logits = !quantized || ggml_like_activations(type == "q8_0" ? gguf::Type::Q8_0 : gguf::Type::MXFP4);
-    if (!compare_logits)
-        WARN(stem << ": only tokenization checked: this build multiplies Q8_0 weights by f32 activations (no hand "
-                     "kernels), so the expert choice differs from llama.cpp's");
+    bool ggml_like = ggml_like_activations(type);
+    golden::Tolerance tol = golden::tolerance(stem, ggml_like);
+    if (!tol.checkable)
+        WARN(stem << ": only tokenization checked: this build multiplies " << type << " weights by f32 activations (no "
+                     "hand kernels), so its expert choice differs from llama.cpp's");
     // KV cache F32 without flash attention: the golden's high-precision reference.
     for (const golden::CaseReport& r : golden::run(stem, tol, /*kv_f16=*/false, /*use_hp=*/true)) {
         INFO(stem << ": " << r.describe());
         CHECK(r.prompt_ids_ok);
         CHECK(r.prompt_ids_no_special_ok);
-        if (!compare_logits) continue;
+        if (!tol.checkable) continue;
         CHECK(r.logits_ok);
         CHECK(r.greedy_matched == r.greedy_checked);
     }
