@@ -1,12 +1,16 @@
 // The mixture-of-experts pieces of the engine against naive references: the expert-indexed product
-// for every weight type (tokens grouped by expert, shared or per-slot inputs), ggml-ordered top-k,
-// attention sinks and sliding window, and YaRN-scaled RoPE.
+// for every weight type (tokens grouped by expert, shared or per-slot inputs; only the chosen experts'
+// weights are read), ggml-ordered top-k, attention sinks and sliding window, and YaRN-scaled RoPE.
 #include "engine_test_util.h"
 
 #include "engine/experts_impl.h"
 #include "gguf/blocks.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 using namespace engine;
@@ -19,6 +23,7 @@ namespace {
 struct ExpertWeights {
     Tensor t;
     std::vector<double> deq;
+    std::vector<uint8_t> raw;
 };
 ExpertWeights expert_weights(gguf::Type type, int64_t E, int64_t N, int64_t K, uint32_t seed) {
     const gguf::TypeTraits& tr = gguf::type_traits(type);
@@ -35,7 +40,7 @@ ExpertWeights expert_weights(gguf::Type type, int64_t E, int64_t N, int64_t K, u
     }
     std::vector<float> back(static_cast<size_t>(n));
     tr.dequantize(raw.data(), back.data(), n);
-    return {Tensor::from_data(raw.data(), raw.size(), {E, N, K}, DType::from_gguf(type)), {back.begin(), back.end()}};
+    return {Tensor::from_data(raw.data(), raw.size(), {E, N, K}, DType::from_gguf(type)), {back.begin(), back.end()}, raw};
 }
 
 // x rounded as the product sees it: packed in the activation format of `weight` and back.
@@ -92,6 +97,31 @@ TEST_CASE("expert-indexed linear rejects mismatched shapes") {
     REQUIRE_THROWS_WITH(linear_experts(Tensor::zeros({1, 32}), w.t, select_experts(tensor({0, 1}, {1, 2}, i32), 5)),
                         Catch::Contains("experts"));
     REQUIRE_THROWS_WITH(linear_experts(Tensor::zeros({2, 32}), w.t, sel), Catch::Contains("neither"));
+}
+
+TEST_CASE("expert-indexed linear reads only the chosen experts' weights") {
+    // Each expert's weights fill whole pages; the experts nobody chose are made unreadable, so a
+    // product that touched them (decode or grouped prefill) would crash here.
+    const int64_t E = 4, K = 256, k = 2, page = sysconf(_SC_PAGESIZE);
+    for (gguf::Type type : {gguf::Type::F32, gguf::Type::F16, gguf::Type::Q8_0, gguf::Type::MXFP4}) {
+        const int64_t row = int64_t(*gguf::row_bytes(type, K)), N = std::lcm(row, page) / row, expert_bytes = N * row;
+        ExpertWeights w = expert_weights(type, E, N, K, 3);
+        void* mem = mmap(nullptr, size_t(E * expert_bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        REQUIRE(mem != MAP_FAILED);
+        std::shared_ptr<const void> owner(mem, [E, expert_bytes](const void* p) { munmap(const_cast<void*>(p), size_t(E * expert_bytes)); });
+        REQUIRE(w.raw.size() == size_t(E * expert_bytes));
+        std::memcpy(mem, w.raw.data(), w.raw.size());
+        for (int64_t e : {1, 3}) REQUIRE(mprotect(static_cast<uint8_t*>(mem) + e * expert_bytes, size_t(expert_bytes), PROT_NONE) == 0);
+        Tensor guarded = Tensor::external(mem, {E, N, K}, DType::from_gguf(type), owner);
+        for (int64_t T : {1, 24}) {
+            INFO(gguf::type_name(type) << ", T " << T);
+            std::vector<double> ids(size_t(T * k));
+            for (int64_t t = 0; t < T; t++) ids[size_t(t * k)] = double(2 * (t % 2)), ids[size_t(t * k + 1)] = double(2 - 2 * (t % 2));
+            ExpertSelection sel = select_experts(tensor(ids, {T, k}, i32), int(E));
+            Tensor x = tensor(uniform(size_t(T * K), uint32_t(T)), {T, K}, f32);
+            require_close(values(linear_experts(x, guarded, sel)), values(linear_experts(x, w.t, sel)), 0, 0);
+        }
+    }
 }
 
 TEST_CASE("top_k_ggml orders like llama.cpp's argsort, ties included") {
