@@ -5,7 +5,9 @@
 #include "engine/realize_impl.h"
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <mutex>
 
 namespace engine {
@@ -155,33 +157,55 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int k) {
 }
 
 namespace {
-// theta^(-2i/rope_dim) as ggml computes it: a running float product of powf(theta, -2/rope_dim).
-Tensor inv_freqs(int rope_dim, double theta) {
+// theta^(-2i/rope_dim) as ggml computes it (a running float product of powf(theta, -2/rope_dim)), with
+// YaRN's per-dimension blend of interpolated (· freq_scale) and original frequencies folded in.
+Tensor inv_freqs(int rope_dim, double theta, const RopeScaling& sc) {
     static std::mutex mu;
-    static std::map<std::pair<int, double>, Tensor> cache;
+    static std::map<std::tuple<int, double, float, float, int, float, float>, Tensor> cache;
     std::lock_guard lock(mu);
-    auto& t = cache[{rope_dim, theta}];
+    auto& t = cache[{rope_dim, theta, sc.freq_scale, sc.ext_factor, sc.n_ctx_orig, sc.beta_fast, sc.beta_slow}];
     if (!t.defined()) {
+        // ggml_rope_yarn_corr_dims: the dims where the wavelength crosses n_ctx_orig / beta turns.
+        auto corr_dim = [&](float beta) {
+            return float(rope_dim) * std::log(float(sc.n_ctx_orig) / (beta * 2.0f * float(M_PI))) / (2.0f * std::log(float(theta)));
+        };
+        float low = 0, high = 0;
+        if (sc.ext_factor != 0.0f) {
+            low = std::max(0.0f, std::floor(corr_dim(sc.beta_fast)));
+            high = std::min(float(rope_dim - 1), std::ceil(corr_dim(sc.beta_slow)));
+        }
         std::vector<float> f(size_t(rope_dim / 2));
         float scale = std::pow(float(theta), -2.0f / float(rope_dim)), v = 1.0f;
-        for (auto& x : f) x = v, v *= scale;
+        for (size_t i = 0; i < f.size(); i++, v *= scale) {
+            float mix = 0.0f;  // rope_yarn_ramp(low, high, 2i) · ext_factor: 1 keeps the original frequency
+            if (sc.ext_factor != 0.0f)
+                mix = (1.0f - std::min(1.0f, std::max(0.0f, (float(i) - low) / std::max(0.001f, high - low)))) * sc.ext_factor;
+            f[i] = v * (sc.freq_scale * (1.0f - mix) + mix);
+        }
         t = Tensor::from_vector(f, {rope_dim / 2});
     }
     return t;
 }
 }  // namespace
 
-Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors) {
+Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors,
+            const RopeScaling& scaling) {
     if (x_in.ndim() != 3) fail("rope", "expects (T, H, Dh), got " + shape_str(x_in.shape()));
     Tensor x = x_in.cast(f32);
     Dim T = x.dim(0), H = x.dim(1), Dh = x.dim(2);
     if (rope_dim <= 0 || rope_dim % 2 || rope_dim > Dh.max()) fail("rope", "rope_dim " + std::to_string(rope_dim) + " invalid for head size " + Dh.str());
+    if (scaling.ext_factor != 0.0f && (scaling.n_ctx_orig <= 0 || scaling.freq_scale <= 0.0f))
+        fail("rope", "YaRN needs the original context length and a positive freq_scale");
     int half = rope_dim / 2;
-    Tensor freq = inv_freqs(rope_dim, theta);
+    Tensor freq = inv_freqs(rope_dim, theta, scaling);
     if (freq_factors.defined()) freq = freq / freq_factors.cast(f32);
     Tensor pos = (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32).reshape({T, 1});
     Tensor angle = pos * freq.reshape({1, half});             // (T, half)
-    Tensor c = cos(angle).reshape({T, 1, half}), s = sin(angle).reshape({T, 1, half});
+    Tensor c = cos(angle), s = sin(angle);
+    float mscale = scaling.attn_factor;
+    if (scaling.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / scaling.freq_scale);
+    if (mscale != 1.0f) c = c * double(mscale), s = s * double(mscale);
+    c = c.reshape({T, 1, half}), s = s.reshape({T, 1, half});
     Tensor x0, x1;
     if (layout == RopeLayout::NEOX) {
         x0 = x.slice(2, 0, half), x1 = x.slice(2, half, half);
@@ -195,7 +219,8 @@ Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta
     return concat({rotated, x.slice(2, rope_dim, Dh - rope_dim)}, 2);
 }
 
-Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale) {
+Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale, int window,
+                 const Tensor& sinks) {
     if (q.ndim() != 3 || k_cache.ndim() != 3 || v_cache.ndim() != 3) fail("attention", "expects q (T, H, Dk), caches (C, Hkv, D)");
     Dim T = q.dim(0), H = q.dim(1), Dk = q.dim(2), Hkv = k_cache.dim(1), Dv = v_cache.dim(2);
     if (!same(k_cache.dim(2), Dk) || !same(v_cache.dim(1), Hkv) || !same(k_cache.dim(0), v_cache.dim(0)))
@@ -205,10 +230,13 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
         if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
     CustomCall call;
     call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
+    if (window < 0) fail("attention", "negative window");
+    if (sinks.defined() && (sinks.ndim() != 1 || !same(sinks.dim(0), H))) fail("attention", "sinks must be (n_head), got " + shape_str(sinks.shape()));
     call.inputs = {q.cast(f32), k_cache, v_cache};
+    if (sinks.defined()) call.inputs.push_back(sinks.cast(f32));
     call.out_shape = {T, H, Dv};
     call.scalars = {T, H, Hkv, Dk, Dv, start_pos, int64_t(k_cache.dtype().code == DType::F16), int64_t(v_cache.dtype().code == DType::F16),
-                    k_cache.dim(0)};
+                    k_cache.dim(0), window, int64_t(sinks.defined())};
     call.fscalars = {scale};
     call.n_work = T * H;
     return custom(call);

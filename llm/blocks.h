@@ -24,7 +24,11 @@ struct AttentionWeights {
     Tensor attn_q_b, attn_k_b, attn_v_b;  // biases (qkv_bias)
     Tensor attn_q_norm, attn_k_norm;      // (Dk) per head, or the full width (qk_norm_full)
     Tensor attn_output, attn_output_b;    // (D, H*Dv), (D)
+    Tensor attn_sinks;                    // (H) per-head sink logits (attn_sinks)
+    int window = 0;                       // this layer's sliding window (0: full attention)
 };
+// The GGUF's RoPE scaling (linear or YaRN) in the form engine::rope takes it.
+engine::RopeScaling rope_scaling(const RopeConfig& r);
 AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il);
 void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
 Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
@@ -36,5 +40,24 @@ struct FfnWeights {
 };
 FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix = "");
 Tensor ffn(const FfnWeights& w, const Tensor& x);  // (T, D) -> (T, D)
+
+// --- mixture of experts (llm/moe.cpp): router, top-k routed experts, shared experts ------------------
+// E experts of width F (n_ff_exp), k used per token (n_expert_used), shared experts of width n_ff_shexp.
+struct MoeWeights {
+    Tensor ffn_gate_inp;                     // (E, D) router
+    Tensor ffn_gate_inp_b;                   // (E) router bias (router_bias)
+    Tensor exp_probs_b;                      // (E) added to the scores for choosing only (selection_bias)
+    Tensor ffn_gate_exps, ffn_up_exps;       // (E, F, D)
+    Tensor ffn_down_exps;                    // (E, D, F)
+    Tensor ffn_gate_exps_b, ffn_up_exps_b;   // (E, F) (expert_bias)
+    Tensor ffn_down_exps_b;                  // (E, D)
+    FfnWeights shexp;                        // ffn_{gate,up,down}_shexp (n_expert_shared > 0)
+    Tensor ffn_gate_inp_shexp;               // (1, D) sigmoid gate of the shared expert (shared_gate)
+};
+MoeWeights load_moe(const WeightLoader& L, const MoeConfig& m, int il, int n_embd);
+// (T, D) -> (T, D): Σ over the chosen experts of weight · expert(x), plus the shared expert.
+Tensor moe_ffn(const MoeWeights& w, const MoeConfig& m, const Tensor& x);
+// The router alone: expert ids (T, k) i32 and their weights (T, k) f32 (gating, bias, groups, norm, scale).
+std::pair<Tensor, Tensor> moe_route(const MoeWeights& w, const MoeConfig& m, const Tensor& x);
 
 }  // namespace llm

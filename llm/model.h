@@ -24,6 +24,7 @@ struct Layer {
     Tensor ffn_norm;             // (D)
     AttentionWeights attn;       // LayerKind::ATTENTION
     FfnWeights ffn;              // dense feed-forward
+    MoeWeights moe;              // mixture of experts (config.is_moe_layer)
 };
 
 class Model {

@@ -105,10 +105,14 @@ std::vector<CaseReport> run(const std::string& stem, const Tolerance& tol, bool 
         r.logits_ok = r.step_err_sigma.size() == gen.size() && r.steps_over_tau <= tol.outliers && over_cap == 0;
 
         // Free-running greedy: must match up to the first step whose top-2 gap is within the tolerance.
+        // generated_ids come from llama.cpp's flash-attention run; against the high-precision logits
+        // the prefix also ends where that reference's own top-1 differs from them (llama.cpp's two
+        // runs disagree there, e.g. an expert choice flipped by F16 rounding).
         size_t n_check = gen.size();
         for (size_t i = 0; i < steps.size(); i++) {
             double gap = steps[i]["gap12"].get<double>(), sigma = steps[i]["logit_std"].get<double>();
-            if (gap < std::max(1e-3, 2 * tol.tau * sigma)) {
+            bool hp_disagrees = use_hp && steps[i]["top_logits_hp"][0][0].get<int32_t>() != gen[i];
+            if (gap < std::max(1e-3, 2 * tol.tau * sigma) || hp_disagrees) {
                 n_check = i;
                 break;
             }
