@@ -4,9 +4,11 @@
 #include "engine/ir_impl.h"
 #include "engine/realize_impl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 namespace engine {
 
@@ -169,19 +171,55 @@ Tensor inv_freqs(int rope_dim, double theta) {
     }
     return t;
 }
+
+// The scaled frequencies: each inverse frequency times YaRN's per-dim factor (freq_scale where the dim
+// interpolates, 1 where it extrapolates), in ggml's float arithmetic (ggml_rope_yarn_corr_dims,
+// rope_yarn_ramp, rope_yarn). Cached like inv_freqs: a captured graph keeps reading the same buffer.
+Tensor scaled_freqs(int rope_dim, double theta, const RopeScaling& sc) {
+    static std::mutex mu;
+    static std::map<std::tuple<int, double, double, double, int, double, double>, Tensor> cache;
+    std::lock_guard lock(mu);
+    auto& t = cache[{rope_dim, theta, sc.freq_scale, sc.ext_factor, sc.n_ctx_orig, sc.beta_fast, sc.beta_slow}];
+    if (t.defined()) return t;
+    std::vector<float> f(size_t(rope_dim / 2));
+    float step = std::pow(float(theta), -2.0f / float(rope_dim)), inv_freq = 1.0f;
+    auto corr_dim = [&](double n_rot) {
+        return float(rope_dim) * std::log(float(sc.n_ctx_orig) / (float(n_rot) * 2.0f * float(M_PI))) / (2.0f * std::log(float(theta)));
+    };
+    float low = std::max(0.0f, std::floor(corr_dim(sc.beta_fast)));
+    float high = std::min(float(rope_dim - 1), std::ceil(corr_dim(sc.beta_slow)));
+    for (size_t i = 0; i < f.size(); i++, inv_freq *= step) {
+        float ramp = 0.0f;
+        if (sc.ext_factor != 0.0) {
+            float y = (float(i) - low) / std::max(0.001f, high - low);
+            ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * float(sc.ext_factor);
+        }
+        f[i] = inv_freq * (float(sc.freq_scale) * (1.0f - ramp) + ramp);
+    }
+    return t = Tensor::from_vector(f, {rope_dim / 2});
+}
+double yarn_magnitude(const RopeScaling& sc) {
+    float m = float(sc.attn_factor);
+    if (sc.ext_factor != 0.0) m *= 1.0f + 0.1f * std::log(1.0f / float(sc.freq_scale));
+    return m;
+}
 }  // namespace
 
-Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors) {
+Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors,
+            const RopeScaling& scaling) {
     if (x_in.ndim() != 3) fail("rope", "expects (T, H, Dh), got " + shape_str(x_in.shape()));
     Tensor x = x_in.cast(f32);
     Dim T = x.dim(0), H = x.dim(1), Dh = x.dim(2);
     if (rope_dim <= 0 || rope_dim % 2 || rope_dim > Dh.max()) fail("rope", "rope_dim " + std::to_string(rope_dim) + " invalid for head size " + Dh.str());
     int half = rope_dim / 2;
-    Tensor freq = inv_freqs(rope_dim, theta);
+    bool scaled = scaling.freq_scale != 1.0 || scaling.ext_factor != 0.0;
+    if (scaling.ext_factor != 0.0 && scaling.n_ctx_orig <= 0) fail("rope", "YaRN needs the original context length");
+    Tensor freq = scaled ? scaled_freqs(rope_dim, theta, scaling) : inv_freqs(rope_dim, theta);
     if (freq_factors.defined()) freq = freq / freq_factors.cast(f32);
     Tensor pos = (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32).reshape({T, 1});
     Tensor angle = pos * freq.reshape({1, half});             // (T, half)
     Tensor c = cos(angle).reshape({T, 1, half}), s = sin(angle).reshape({T, 1, half});
+    if (double m = yarn_magnitude(scaling); m != 1.0) c = c * m, s = s * m;
     Tensor x0, x1;
     if (layout == RopeLayout::NEOX) {
         x0 = x.slice(2, 0, half), x1 = x.slice(2, half, half);

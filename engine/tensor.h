@@ -282,12 +282,32 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int k);   // (values f32, indice
 // Rotary embedding of x (T, H, Dh) at positions start_pos + t, rotating the first rope_dim features.
 // NORM pairs (2i, 2i+1) (llama); NEOX pairs (i, i + rope_dim/2) (qwen2/3, neox).
 enum class RopeLayout { NORM, NEOX };
+// Frequency scaling as ggml applies it (ggml-cpu rope_yarn): every frequency times freq_scale (linear
+// interpolation); with YaRN (ext_factor > 0) the fast-rotating dims blend their unscaled frequency back
+// in (ramp between the correction dims of beta_fast / beta_slow over n_ctx_orig) and cos/sin are
+// scaled by attn_factor · (1 + 0.1 ln(1 / freq_scale)). Without YaRN cos/sin are scaled by attn_factor.
+struct RopeScaling {
+    double freq_scale = 1.0;
+    double ext_factor = 0.0;
+    double attn_factor = 1.0;
+    int n_ctx_orig = 0;
+    double beta_fast = 32.0, beta_slow = 1.0;
+};
 Tensor rope(const Tensor& x, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout,
-            const Tensor& freq_factors = {});
+            const Tensor& freq_factors = {}, const RopeScaling& scaling = {});
 // Causal grouped-query attention over a KV cache (custom kernel). q (T, H, Dk) is at positions
 // start_pos..start_pos+T-1; k_cache (C, Hkv, Dk) and v_cache (C, Hkv, Dv) hold positions 0..start_pos+T-1
 // (f32 or f16). Returns (T, H, Dv) f32.
 Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale);
+
+// Multi-head latent attention helpers (engine/mla_kernels.cpp).
+// One matrix per head: x (T, H, K) times w (H, N, K) -> (T, H, N) f32, any weight dtype (MLA's
+// attn_k_b / attn_v_b). Activations are packed like linear()'s.
+Tensor linear_heads(const Tensor& x, const Tensor& w);
+// Causal attention over a latent cache whose rows are keys and whose first `value_dim` features are
+// also the values (MLA in absorbed form: one cache row per token, not per head). q (T, H, Dk) at
+// positions start_pos..start_pos+T-1; cache (C, Hkv, Dk) f32 or f16. Returns (T, H, value_dim) f32.
+Tensor attention_latent(const Tensor& q, const Tensor& cache, int value_dim, const Dim& start_pos, double scale);
 
 // ---------------------------------------------------------------------------------------------------
 // Custom kernels: a node that calls a hand-written function over materialized, contiguous inputs.

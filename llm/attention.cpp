@@ -46,8 +46,8 @@ Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& 
         q = engine::rms_norm(q, w.attn_q_norm, c.rms_eps), k = engine::rms_norm(k, w.attn_k_norm, c.rms_eps);
     if (c.rope.type != RopeType::NONE) {
         auto layout = c.rope.type == RopeType::NEOX ? engine::RopeLayout::NEOX : engine::RopeLayout::NORM;
-        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout);
-        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout);
+        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, rope_scaling(c.rope));
+        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, rope_scaling(c.rope));
     }
     s.k.slice(0, start_pos, T).assign(k);
     s.v.slice(0, start_pos, T).assign(v);

@@ -20,13 +20,14 @@ struct RopeConfig {
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;     // 1 / scaling factor (linear and YaRN)
     std::vector<int> sections;   // multi-section RoPE (qwen35); empty otherwise
-    // YaRN (rope.scaling.type = yarn)
+    // YaRN (rope.scaling.type = yarn), as llama.cpp's context sets it up
     bool yarn = false;
     int yarn_orig_ctx = 0;
     float yarn_ext_factor = 0.0f;    // 1 when YaRN is on
-    float yarn_attn_factor = 1.0f;   // from rope.scaling.attn_factor / yarn_log_multiplier
+    float yarn_attn_factor = 1.0f;   // the cos/sin magnitude handed to RoPE (before YaRN's own 1 + 0.1 ln s)
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
+    float yarn_log_mul = 0.0f;       // deepseek2: mscale_all_dim (rope.scaling.yarn_log_multiplier / 0.1)
 };
 
 struct MoeConfig {
@@ -53,6 +54,7 @@ struct MlaConfig {
     int head_dim_k = 0;          // nope + rope dims of one query/key head (key_length_mla)
     int head_dim_v = 0;          // value_length_mla
     int rope_dim = 0;            // the rotated part of each key/query head
+    float kq_scale = 0.0f;       // attention logit scale: 1/sqrt(head_dim_k), times YaRN's mscale² (deepseek2)
 };
 
 struct SsmConfig {

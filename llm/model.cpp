@@ -17,10 +17,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         throw std::runtime_error("[model] " + path + ": " + what + " (architecture '" + c.arch + "') is not supported yet");
     };
     for (LayerKind k : c.layer_kind)
-        if (k != LayerKind::ATTENTION) unsupported(std::string("layer kind '") + layer_kind_name(k) + "'");
+        if (k != LayerKind::ATTENTION && k != LayerKind::MLA) unsupported(std::string("layer kind '") + layer_kind_name(k) + "'");
     if (c.moe.n_expert > 0) unsupported("a mixture-of-experts feed-forward");
-    if (c.attn_gate || c.attn_sinks || c.sliding_window > 0 || c.rope.yarn || !c.rope.sections.empty())
-        unsupported("gated / sink / sliding-window attention or YaRN / multi-section RoPE");
+    if (c.attn_gate || c.attn_sinks || c.sliding_window > 0 || !c.rope.sections.empty())
+        unsupported("gated / sink / sliding-window attention or multi-section RoPE");
 
     WeightLoader L(file);
     const int D = c.n_embd, V = c.n_vocab;
@@ -32,7 +32,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         Layer& l = m->layers[il];
         l.attn_norm = L.layer(il, "attn_norm.weight", {D});
         l.ffn_norm = L.layer(il, c.post_attn_norm_is_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight", {D});
-        l.attn = load_attention(L, c, il);
+        if (c.layer_kind[il] == LayerKind::ATTENTION) l.attn = load_attention(L, c, il);
+        if (c.layer_kind[il] == LayerKind::MLA) l.mla = load_mla(L, c, il);
         l.ffn = load_ffn(L, il, c.n_ff, D);
     }
     return m;
@@ -42,11 +43,15 @@ State Model::new_state(int n_ctx, engine::DType kv_dtype) const {
     State s;
     s.n_ctx = n_ctx;
     s.layers.resize(config_.n_layer);
-    for (int il = 0; il < config_.n_layer; il++) init_attention_state(s.layers[il], config_, n_ctx, kv_dtype);
+    for (int il = 0; il < config_.n_layer; il++) {
+        if (config_.layer_kind[il] == LayerKind::ATTENTION) init_attention_state(s.layers[il], config_, n_ctx, kv_dtype);
+        if (config_.layer_kind[il] == LayerKind::MLA) init_mla_state(s.layers[il], config_, n_ctx, kv_dtype);
+    }
     return s;
 }
 
 Tensor Model::mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    if (config_.layer_kind[il] == LayerKind::MLA) return mla_attention(layers[il].mla, config_, x, start_pos, s);
     return attention(layers[il].attn, config_, x, start_pos, s);
 }
 

@@ -23,6 +23,7 @@ struct Layer {
     Tensor attn_norm;            // (D)
     Tensor ffn_norm;             // (D)
     AttentionWeights attn;       // LayerKind::ATTENTION
+    MlaWeights mla;              // LayerKind::MLA
     FfnWeights ffn;              // dense feed-forward
 };
 

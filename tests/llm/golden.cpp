@@ -63,9 +63,12 @@ std::string CaseReport::describe() const {
 }
 
 std::vector<CaseReport> run(const std::string& stem, const Tolerance& tol, bool kv_f16, bool use_hp) {
-    nlohmann::json g = load(stem);
+    return run_file(test_data::shared("models/" + stem + ".gguf"), load(stem), tol, kv_f16, use_hp);
+}
+
+std::vector<CaseReport> run_file(const std::string& model_path, const nlohmann::json& g, const Tolerance& tol, bool kv_f16, bool use_hp) {
     llm::SessionOptions so;
-    so.model_path = test_data::shared("models/" + stem + ".gguf");
+    so.model_path = model_path;
     so.n_ctx = 512;
     so.kv_f16 = kv_f16;
     auto session = llm::open_session(so);

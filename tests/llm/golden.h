@@ -38,5 +38,8 @@ struct CaseReport {
 
 // Runs every case of the golden file through tinyllm (KV cache as given) and compares.
 std::vector<CaseReport> run(const std::string& model_stem, const Tolerance& tol, bool kv_f16, bool use_hp_reference);
+// The same for any model file and golden in that schema (test models derived from ../shared ones).
+std::vector<CaseReport> run_file(const std::string& model_path, const nlohmann::json& golden, const Tolerance& tol, bool kv_f16,
+                                 bool use_hp_reference);
 
 }  // namespace golden
