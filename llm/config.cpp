@@ -136,6 +136,8 @@ void read_mla(const gguf::File& f, ModelConfig& c) {
         fail(f, "MLA sizes do not fit: q_lora_rank " + std::to_string(m.q_lora_rank) + ", kv_lora_rank " + std::to_string(m.kv_lora_rank) +
                     ", key_length_mla " + std::to_string(m.head_dim_k) + ", value_length_mla " + std::to_string(m.head_dim_v) +
                     ", rope.dimension_count " + std::to_string(m.rope_dim));
+    if (f.get_or<float>(".attention.temperature_scale", 0.0f) != 0.0f)  // Mistral-Large-3-style query scaling
+        fail(f, "attention.temperature_scale (attention temperature tuning) is not supported");
     m.kq_scale = 1.0f / std::sqrt(float(m.head_dim_k));
     if (c.arch == "deepseek2") {
         // llama.cpp folds YaRN's attention temperature into the logit scale: mscale² with
