@@ -51,6 +51,8 @@ void attention(const CustomArgs& a, int64_t b, int64_t e) {
     at.start_pos = std::min(a.scalar[5], a.scalar[8] - a.scalar[0]);  // never past the cache (C)
     at.n_head = H, at.n_head_kv = Hkv, at.head_dim_k = Dk, at.head_dim_v = Dv;
     at.scale = float(a.fscalar[0]);
+    at.window = a.scalar[9];
+    at.sinks = a.scalar[10] ? static_cast<const float*>(a.in[3]) : nullptr;
     ::cpu_kernels::attention(at, b, e);
 }
 

@@ -4,11 +4,11 @@
 #include "engine/ir_impl.h"
 #include "engine/realize_impl.h"
 
-#include <algorithm>
 #include <cmath>
+#include <algorithm>
 #include <map>
-#include <mutex>
 #include <tuple>
+#include <mutex>
 
 namespace engine {
 
@@ -157,51 +157,34 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int k) {
 }
 
 namespace {
-// theta^(-2i/rope_dim) as ggml computes it: a running float product of powf(theta, -2/rope_dim).
-Tensor inv_freqs(int rope_dim, double theta) {
+// theta^(-2i/rope_dim) as ggml computes it (a running float product of powf(theta, -2/rope_dim)), with
+// YaRN's per-dimension blend of interpolated (· freq_scale) and original frequencies folded in.
+Tensor inv_freqs(int rope_dim, double theta, const RopeScaling& sc) {
     static std::mutex mu;
-    static std::map<std::pair<int, double>, Tensor> cache;
+    static std::map<std::tuple<int, double, float, float, int, float, float>, Tensor> cache;
     std::lock_guard lock(mu);
-    auto& t = cache[{rope_dim, theta}];
+    auto& t = cache[{rope_dim, theta, sc.freq_scale, sc.ext_factor, sc.n_ctx_orig, sc.beta_fast, sc.beta_slow}];
     if (!t.defined()) {
+        // ggml_rope_yarn_corr_dims: the dims where the wavelength crosses n_ctx_orig / beta turns.
+        auto corr_dim = [&](float beta) {
+            return float(rope_dim) * std::log(float(sc.n_ctx_orig) / (beta * 2.0f * float(M_PI))) / (2.0f * std::log(float(theta)));
+        };
+        float low = 0, high = 0;
+        if (sc.ext_factor != 0.0f) {
+            low = std::max(0.0f, std::floor(corr_dim(sc.beta_fast)));
+            high = std::min(float(rope_dim - 1), std::ceil(corr_dim(sc.beta_slow)));
+        }
         std::vector<float> f(size_t(rope_dim / 2));
         float scale = std::pow(float(theta), -2.0f / float(rope_dim)), v = 1.0f;
-        for (auto& x : f) x = v, v *= scale;
+        for (size_t i = 0; i < f.size(); i++, v *= scale) {
+            float mix = 0.0f;  // rope_yarn_ramp(low, high, 2i) · ext_factor: 1 keeps the original frequency
+            if (sc.ext_factor != 0.0f)
+                mix = (1.0f - std::min(1.0f, std::max(0.0f, (float(i) - low) / std::max(0.001f, high - low)))) * sc.ext_factor;
+            f[i] = v * (sc.freq_scale * (1.0f - mix) + mix);
+        }
         t = Tensor::from_vector(f, {rope_dim / 2});
     }
     return t;
-}
-
-// The scaled frequencies: each inverse frequency times YaRN's per-dim factor (freq_scale where the dim
-// interpolates, 1 where it extrapolates), in ggml's float arithmetic (ggml_rope_yarn_corr_dims,
-// rope_yarn_ramp, rope_yarn). Cached like inv_freqs: a captured graph keeps reading the same buffer.
-Tensor scaled_freqs(int rope_dim, double theta, const RopeScaling& sc) {
-    static std::mutex mu;
-    static std::map<std::tuple<int, double, double, double, int, double, double>, Tensor> cache;
-    std::lock_guard lock(mu);
-    auto& t = cache[{rope_dim, theta, sc.freq_scale, sc.ext_factor, sc.n_ctx_orig, sc.beta_fast, sc.beta_slow}];
-    if (t.defined()) return t;
-    std::vector<float> f(size_t(rope_dim / 2));
-    float step = std::pow(float(theta), -2.0f / float(rope_dim)), inv_freq = 1.0f;
-    auto corr_dim = [&](double n_rot) {
-        return float(rope_dim) * std::log(float(sc.n_ctx_orig) / (float(n_rot) * 2.0f * float(M_PI))) / (2.0f * std::log(float(theta)));
-    };
-    float low = std::max(0.0f, std::floor(corr_dim(sc.beta_fast)));
-    float high = std::min(float(rope_dim - 1), std::ceil(corr_dim(sc.beta_slow)));
-    for (size_t i = 0; i < f.size(); i++, inv_freq *= step) {
-        float ramp = 0.0f;
-        if (sc.ext_factor != 0.0) {
-            float y = (float(i) - low) / std::max(0.001f, high - low);
-            ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * float(sc.ext_factor);
-        }
-        f[i] = inv_freq * (float(sc.freq_scale) * (1.0f - ramp) + ramp);
-    }
-    return t = Tensor::from_vector(f, {rope_dim / 2});
-}
-double yarn_magnitude(const RopeScaling& sc) {
-    float m = float(sc.attn_factor);
-    if (sc.ext_factor != 0.0) m *= 1.0f + 0.1f * std::log(1.0f / float(sc.freq_scale));
-    return m;
 }
 }  // namespace
 
@@ -211,15 +194,18 @@ Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta
     Tensor x = x_in.cast(f32);
     Dim T = x.dim(0), H = x.dim(1), Dh = x.dim(2);
     if (rope_dim <= 0 || rope_dim % 2 || rope_dim > Dh.max()) fail("rope", "rope_dim " + std::to_string(rope_dim) + " invalid for head size " + Dh.str());
+    if (scaling.ext_factor != 0.0f && (scaling.n_ctx_orig <= 0 || scaling.freq_scale <= 0.0f))
+        fail("rope", "YaRN needs the original context length and a positive freq_scale");
     int half = rope_dim / 2;
-    bool scaled = scaling.freq_scale != 1.0 || scaling.ext_factor != 0.0;
-    if (scaling.ext_factor != 0.0 && scaling.n_ctx_orig <= 0) fail("rope", "YaRN needs the original context length");
-    Tensor freq = scaled ? scaled_freqs(rope_dim, theta, scaling) : inv_freqs(rope_dim, theta);
+    Tensor freq = inv_freqs(rope_dim, theta, scaling);
     if (freq_factors.defined()) freq = freq / freq_factors.cast(f32);
     Tensor pos = (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32).reshape({T, 1});
     Tensor angle = pos * freq.reshape({1, half});             // (T, half)
-    Tensor c = cos(angle).reshape({T, 1, half}), s = sin(angle).reshape({T, 1, half});
-    if (double m = yarn_magnitude(scaling); m != 1.0) c = c * m, s = s * m;
+    Tensor c = cos(angle), s = sin(angle);
+    float mscale = scaling.attn_factor;
+    if (scaling.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / scaling.freq_scale);
+    if (mscale != 1.0f) c = c * double(mscale), s = s * double(mscale);
+    c = c.reshape({T, 1, half}), s = s.reshape({T, 1, half});
     Tensor x0, x1;
     if (layout == RopeLayout::NEOX) {
         x0 = x.slice(2, 0, half), x1 = x.slice(2, half, half);
@@ -233,7 +219,8 @@ Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta
     return concat({rotated, x.slice(2, rope_dim, Dh - rope_dim)}, 2);
 }
 
-Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale) {
+Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale, int window,
+                 const Tensor& sinks) {
     if (q.ndim() != 3 || k_cache.ndim() != 3 || v_cache.ndim() != 3) fail("attention", "expects q (T, H, Dk), caches (C, Hkv, D)");
     Dim T = q.dim(0), H = q.dim(1), Dk = q.dim(2), Hkv = k_cache.dim(1), Dv = v_cache.dim(2);
     if (!same(k_cache.dim(2), Dk) || !same(v_cache.dim(1), Hkv) || !same(k_cache.dim(0), v_cache.dim(0)))
@@ -243,10 +230,13 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
         if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
     CustomCall call;
     call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
+    if (window < 0) fail("attention", "negative window");
+    if (sinks.defined() && (sinks.ndim() != 1 || !same(sinks.dim(0), H))) fail("attention", "sinks must be (n_head), got " + shape_str(sinks.shape()));
     call.inputs = {q.cast(f32), k_cache, v_cache};
+    if (sinks.defined()) call.inputs.push_back(sinks.cast(f32));
     call.out_shape = {T, H, Dv};
     call.scalars = {T, H, Hkv, Dk, Dv, start_pos, int64_t(k_cache.dtype().code == DType::F16), int64_t(v_cache.dtype().code == DType::F16),
-                    k_cache.dim(0)};
+                    k_cache.dim(0), window, int64_t(sinks.defined())};
     call.fscalars = {scale};
     call.n_work = T * H;
     return custom(call);

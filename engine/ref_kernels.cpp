@@ -111,6 +111,8 @@ void attention(const CustomArgs& a, int64_t begin, int64_t end) {
     int64_t H = a.scalar[1], Hkv = a.scalar[2], Dk = a.scalar[3], Dv = a.scalar[4], start = a.scalar[5];
     bool k16 = a.scalar[6] != 0, v16 = a.scalar[7] != 0;
     int64_t last_pos = a.scalar[8] - 1;  // cache capacity: never read past it, whatever start_pos says
+    int64_t window = a.scalar[9];
+    auto sinks = a.scalar[10] ? static_cast<const float*>(a.in[3]) : nullptr;
     float scale = float(a.fscalar[0]);
     auto q = static_cast<const float*>(a.in[0]);
     auto out = static_cast<float*>(a.out);
@@ -123,7 +125,8 @@ void attention(const CustomArgs& a, int64_t begin, int64_t end) {
         std::fill(acc.begin(), acc.end(), 0.0f);
         float m = -INFINITY, l = 0.0f;
         int64_t n_keys = std::min(start + t, last_pos) + 1;  // causal: keys up to this query's own position
-        for (int64_t p = 0; p < n_keys; p++) {
+        int64_t first = window > 0 ? std::max<int64_t>(0, start + t - window + 1) : 0;
+        for (int64_t p = first; p < n_keys; p++) {
             float s = scale * dot(qv, cache_row(a.in[1], k16, p * Hkv + kvh, Dk, ks), Dk);
             float m_new = std::max(m, s);
             float corr = std::exp(m - m_new), w = std::exp(s - m_new);
@@ -132,6 +135,11 @@ void attention(const CustomArgs& a, int64_t begin, int64_t end) {
             for (int64_t i = 0; i < Dv; i++) acc[i] *= corr;
             axpy(acc.data(), w, vrow, Dv);
             m = m_new;
+        }
+        if (sinks) {  // the sink joins the denominator: rescale to the larger maximum first
+            float m_new = std::max(m, sinks[h]), corr = std::exp(m - m_new);
+            l = l * corr + std::exp(sinks[h] - m_new);
+            for (int64_t i = 0; i < Dv; i++) acc[i] *= corr;
         }
         for (int64_t i = 0; i < Dv; i++) out[item * Dv + i] = acc[i] / l;
     }

@@ -17,7 +17,8 @@ extern const CustomKernel GET_ROWS;
 extern const CustomKernel DEQUANTIZE;
 // Causal GQA attention over a KV cache with online softmax, over (t, h) items.
 // q (T, H, Dk) f32, k (C, Hkv, Dk), v (C, Hkv, Dv) f32 or f16 -> out (T, H, Dv) f32.
-// scalar: {T, H, Hkv, Dk, Dv, start_pos, k_is_f16, v_is_f16, C}; fscalar: {scale}.
+// scalar: {T, H, Hkv, Dk, Dv, start_pos, k_is_f16, v_is_f16, C, window (0: none), has_sinks}; fscalar:
+// {scale}. With has_sinks, in[3] holds a logit per head (H) that counts in each softmax sum only.
 extern const CustomKernel ATTENTION;
 // Indices (R, k) i32 of the k largest values of each row of x (R, N) f32, descending, ties by lower
 // index, NaN last. scalar: {N, k}.

@@ -282,23 +282,40 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int k);   // (values f32, indice
 // Rotary embedding of x (T, H, Dh) at positions start_pos + t, rotating the first rope_dim features.
 // NORM pairs (2i, 2i+1) (llama); NEOX pairs (i, i + rope_dim/2) (qwen2/3, neox).
 enum class RopeLayout { NORM, NEOX };
-// Frequency scaling as ggml applies it (ggml-cpu rope_yarn): every frequency times freq_scale (linear
-// interpolation); with YaRN (ext_factor > 0) the fast-rotating dims blend their unscaled frequency back
-// in (ramp between the correction dims of beta_fast / beta_slow over n_ctx_orig) and cos/sin are
-// scaled by attn_factor · (1 + 0.1 ln(1 / freq_scale)). Without YaRN cos/sin are scaled by attn_factor.
+// Context extension, as ggml's rope_ext takes it: linear (freq_scale only) or YaRN (ext_factor > 0 blends
+// interpolated and original frequencies over the dims between the beta_fast/beta_slow corrections and
+// scales cos/sin by attn_factor · (1 + 0.1 ln(1/freq_scale))).
 struct RopeScaling {
-    double freq_scale = 1.0;
-    double ext_factor = 0.0;
-    double attn_factor = 1.0;
-    int n_ctx_orig = 0;
-    double beta_fast = 32.0, beta_slow = 1.0;
+    float freq_scale = 1.0f;   // 1 / context scaling factor
+    float ext_factor = 0.0f;   // YaRN extrapolation mix (1 when YaRN is on)
+    float attn_factor = 1.0f;  // magnitude scale of cos/sin
+    int n_ctx_orig = 0;        // the training context the corrections refer to
+    float beta_fast = 32.0f, beta_slow = 1.0f;
 };
 Tensor rope(const Tensor& x, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout,
             const Tensor& freq_factors = {}, const RopeScaling& scaling = {});
 // Causal grouped-query attention over a KV cache (custom kernel). q (T, H, Dk) is at positions
 // start_pos..start_pos+T-1; k_cache (C, Hkv, Dk) and v_cache (C, Hkv, Dv) hold positions 0..start_pos+T-1
-// (f32 or f16). Returns (T, H, Dv) f32.
-Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale);
+// (f32 or f16). Returns (T, H, Dv) f32. window > 0: the query at p sees only keys p-window+1..p.
+// sinks (H) f32: a per-head logit that joins each softmax's denominator without a value (gpt-oss).
+Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale,
+                 int window = 0, const Tensor& sinks = {});
+
+// Mixture of experts (engine/experts.cpp), like ggml's mul_mat_id.
+// Indices (i32) of the k largest values along the last axis, in llama.cpp's order: its top-k is the
+// head of std::sort with a descending comparator, so ties fall as that call leaves them.
+Tensor top_k_ggml(const Tensor& x, int k);
+// The experts chosen per token, grouped once so each product below streams an expert's weights once
+// for all the tokens that chose it, and never touches the experts nobody chose.
+struct ExpertSelection {
+    Tensor ids;        // (T, k) i32 expert ids
+    Tensor plan;       // i32: the (token, slot) rows grouped by expert (engine/experts.cpp)
+    int n_expert = 0;
+};
+ExpertSelection select_experts(const Tensor& ids, int n_expert);
+// out[t, s] = W[ids[t, s]] . x[t] (x (T, K): each token's row feeds all its experts) or . x[t, s]
+// (x (T, k, K): one row per slot). W (E, N, K) any weight dtype -> (T, k, N) f32.
+Tensor linear_experts(const Tensor& x, const Tensor& w, const ExpertSelection& selection);
 
 // Multi-head latent attention helpers (engine/mla_kernels.cpp).
 // One matrix per head: x (T, H, K) times w (H, N, K) -> (T, H, N) f32, any weight dtype (MLA's

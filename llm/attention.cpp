@@ -1,10 +1,24 @@
 // Grouped-query attention over the KV cache: q/k/v projections (+bias), per-head or full-width q/k
-// RMSNorm, RoPE on the first rope.n_dims features, causal attention, output projection.
+// RMSNorm, RoPE (optionally YaRN-scaled) on the first rope.n_dims features, causal attention (optionally
+// in a sliding window, with per-head sinks), output projection.
 #include "llm/blocks.h"
 
 #include <cmath>
 
 namespace llm {
+
+engine::RopeScaling rope_scaling(const RopeConfig& r) {
+    engine::RopeScaling s;
+    s.freq_scale = r.freq_scale;
+    if (r.yarn) {
+        s.ext_factor = r.yarn_ext_factor;
+        s.n_ctx_orig = r.yarn_orig_ctx;
+        s.beta_fast = r.yarn_beta_fast;
+        s.beta_slow = r.yarn_beta_slow;
+    }
+    s.attn_factor = r.yarn_attn_factor;
+    return s;
+}
 
 AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
@@ -19,6 +33,8 @@ AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int
         w.attn_v_b = L.layer(il, "attn_v.bias", {Hkv * Dv});
     }
     if (c.attn_out_bias) w.attn_output_b = L.layer(il, "attn_output.bias", {D});
+    if (c.attn_sinks) w.attn_sinks = L.layer(il, "attn_sinks.weight", {H});
+    if (c.swa_layer[il]) w.window = c.sliding_window;
     if (c.qk_norm) {
         w.attn_q_norm = L.layer(il, "attn_q_norm.weight", {c.qk_norm_full ? H * Dk : Dk});
         w.attn_k_norm = L.layer(il, "attn_k_norm.weight", {c.qk_norm_full ? Hkv * Dk : Dk});
@@ -46,12 +62,13 @@ Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& 
         q = engine::rms_norm(q, w.attn_q_norm, c.rms_eps), k = engine::rms_norm(k, w.attn_k_norm, c.rms_eps);
     if (c.rope.type != RopeType::NONE) {
         auto layout = c.rope.type == RopeType::NEOX ? engine::RopeLayout::NEOX : engine::RopeLayout::NORM;
-        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, rope_scaling(c.rope));
-        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, rope_scaling(c.rope));
+        engine::RopeScaling scaling = rope_scaling(c.rope);
+        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, scaling);
+        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, scaling);
     }
     s.k.slice(0, start_pos, T).assign(k);
     s.v.slice(0, start_pos, T).assign(v);
-    Tensor out = engine::attention(q, s.k, s.v, start_pos, 1.0 / std::sqrt(double(Dk)));  // (T, H, Dv)
+    Tensor out = engine::attention(q, s.k, s.v, start_pos, 1.0 / std::sqrt(double(Dk)), w.window, w.attn_sinks);  // (T, H, Dv)
     out = engine::linear(out.reshape({T, H * Dv}), w.attn_output);                          // (T, D)
     return c.attn_out_bias ? out + w.attn_output_b : out;
 }

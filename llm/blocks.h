@@ -25,7 +25,11 @@ struct AttentionWeights {
     Tensor attn_q_b, attn_k_b, attn_v_b;  // biases (qkv_bias)
     Tensor attn_q_norm, attn_k_norm;      // (Dk) per head, or the full width (qk_norm_full)
     Tensor attn_output, attn_output_b;    // (D, H*Dv), (D)
+    Tensor attn_sinks;                    // (H) per-head sink logits (attn_sinks)
+    int window = 0;                       // this layer's sliding window (0: full attention)
 };
+// The GGUF's RoPE scaling (linear or YaRN) in the form engine::rope takes it.
+engine::RopeScaling rope_scaling(const RopeConfig& r);
 AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il);
 void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
 Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
@@ -37,6 +41,25 @@ struct FfnWeights {
 };
 FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix = "");
 Tensor ffn(const FfnWeights& w, const Tensor& x);  // (T, D) -> (T, D)
+
+// --- mixture of experts (llm/moe.cpp): router, top-k routed experts, shared experts ------------------
+// E experts of width F (n_ff_exp), k used per token (n_expert_used), shared experts of width n_ff_shexp.
+struct MoeWeights {
+    Tensor ffn_gate_inp;                     // (E, D) router
+    Tensor ffn_gate_inp_b;                   // (E) router bias (router_bias)
+    Tensor exp_probs_b;                      // (E) added to the scores for choosing only (selection_bias)
+    Tensor ffn_gate_exps, ffn_up_exps;       // (E, F, D)
+    Tensor ffn_down_exps;                    // (E, D, F)
+    Tensor ffn_gate_exps_b, ffn_up_exps_b;   // (E, F) (expert_bias)
+    Tensor ffn_down_exps_b;                  // (E, D)
+    FfnWeights shexp;                        // ffn_{gate,up,down}_shexp (n_expert_shared > 0)
+    Tensor ffn_gate_inp_shexp;               // (1, D) sigmoid gate of the shared expert (shared_gate)
+};
+MoeWeights load_moe(const WeightLoader& L, const MoeConfig& m, int il, int n_embd);
+// (T, D) -> (T, D): Σ over the chosen experts of weight · expert(x), plus the shared expert.
+Tensor moe_ffn(const MoeWeights& w, const MoeConfig& m, const Tensor& x);
+// The router alone: expert ids (T, k) i32 and their weights (T, k) f32 (gating, bias, groups, norm, scale).
+std::pair<Tensor, Tensor> moe_route(const MoeWeights& w, const MoeConfig& m, const Tensor& x);
 
 // --- multi-head latent attention (llm/mla.cpp): DeepSeek-V2/V3, Moonlight, GLM-4.7-Flash, Kimi ---------
 // R = kv_lora_rank, Dr = rope_dim, Dn = nope dims (head_dim_k - Dr), Dv = value dims per head.
@@ -52,17 +75,5 @@ struct MlaWeights {
 MlaWeights load_mla(const WeightLoader& L, const ModelConfig& c, int il);
 void init_mla_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
 Tensor mla_attention(const MlaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
-
-// The engine's RoPE frequency scaling for a config (linear, YaRN).
-inline engine::RopeScaling rope_scaling(const RopeConfig& r) {
-    engine::RopeScaling s;
-    s.freq_scale = r.freq_scale;
-    s.ext_factor = r.yarn_ext_factor;
-    s.attn_factor = r.yarn_attn_factor;
-    s.n_ctx_orig = r.yarn_orig_ctx;
-    s.beta_fast = r.yarn_beta_fast;
-    s.beta_slow = r.yarn_beta_slow;
-    return s;
-}
 
 }  // namespace llm

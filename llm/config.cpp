@@ -86,18 +86,28 @@ void read_moe(const gguf::File& f, ModelConfig& c) {
     MoeConfig& m = c.moe;
     m.n_expert = f.get_or<int32_t>(".expert_count", 0);
     if (m.n_expert == 0) return;
+    const std::string& a = c.arch;
     m.n_expert_used = f.get<int32_t>(".expert_used_count");
+    if (m.n_expert_used < 1 || m.n_expert_used > m.n_expert)
+        fail(f, "expert_used_count " + std::to_string(m.n_expert_used) + " is outside 1.." + std::to_string(m.n_expert));
     m.n_ff_exp = f.get_or<int32_t>(".expert_feed_forward_length", c.n_ff);
     m.n_expert_shared = f.get_or<int32_t>(".expert_shared_count", 0);
-    m.n_ff_shexp = f.get_or<int32_t>(".expert_shared_feed_forward_length", m.n_ff_exp * std::max(1, m.n_expert_shared));
     m.n_leading_dense = f.get_or<int32_t>(".leading_dense_block_count", 0);
     m.weights_scale = f.get_or<float>(".expert_weights_scale", 1.0f);
     if (m.weights_scale == 0.0f) m.weights_scale = 1.0f;
+    m.n_group = f.get_or<int32_t>(".expert_group_count", 0);
+    m.n_group_used = f.get_or<int32_t>(".expert_group_used_count", 0);
+    if (m.n_group > 1 && (m.n_expert % m.n_group != 0 || m.n_group_used < 1 || m.n_group_used >= m.n_group))
+        fail(f, "expert groups " + std::to_string(m.n_group) + " (used " + std::to_string(m.n_group_used) + ") do not divide " +
+                    std::to_string(m.n_expert) + " experts");
     int gating = f.get_or<int32_t>(".expert_gating_func", 0);
-    const std::string& a = c.arch;
+    if (gating < 0 || gating > 4) fail(f, "unknown expert_gating_func " + std::to_string(gating));
     if (is_one_of(a, {"qwen3next", "qwen35moe"})) {
-        m.n_expert_shared = 1;  // always one sigmoid-gated shared expert
+        m.n_expert_shared = 1;  // always one sigmoid-gated shared expert, as wide as the dense FFN by default
         m.shared_gate = true;
+        m.n_ff_shexp = f.get_or<int32_t>(".expert_shared_feed_forward_length", c.n_ff);
+    } else {
+        m.n_ff_shexp = m.n_ff_exp * std::max(1, m.n_expert_shared);
     }
     if (is_one_of(a, {"qwen3moe", "qwen3next", "qwen35moe"})) {
         m.gating = Gating::SOFTMAX;
@@ -111,11 +121,13 @@ void read_moe(const gguf::File& f, ModelConfig& c) {
         m.swiglu_limit = 7.0f;
         m.swiglu_alpha = 1.702f;
     } else {  // deepseek2, glm4moe, kimi-linear
-        m.gating = gating ? static_cast<Gating>(gating) : Gating::SOFTMAX;
+        // Without the key llama.cpp assumes sigmoid for GLM-4.5 and softmax for DeepSeek-V2.
+        Gating fallback = a == "glm4moe" ? Gating::SIGMOID : Gating::SOFTMAX;
+        m.gating = gating ? static_cast<Gating>(gating) : fallback;
         m.norm_topk = f.get_or<bool>(".expert_weights_norm", false);
-        m.selection_bias = m.gating == Gating::SIGMOID;
+        // DeepSeek-V3 and its descendants carry a selection bias; V2 does not.
+        m.selection_bias = f.find_tensor("blk." + std::to_string(m.n_leading_dense) + ".exp_probs_b.bias") != nullptr;
     }
-    if (gating < 0 || gating > 4) fail(f, "unknown expert_gating_func " + std::to_string(gating));
 }
 
 // Multi-head latent attention (deepseek2, kimi-linear's MLA layers), in the split form: attn_k_b and
@@ -200,7 +212,8 @@ ModelConfig read_config(const gguf::File& f) {
     const std::string& a = c.arch;
     c.qkv_bias = is_one_of(a, {"qwen2", "glm4moe", "gpt-oss"});
     c.attn_out_bias = a == "gpt-oss";
-    c.qk_norm = is_one_of(a, {"qwen3", "qwen3moe", "olmoe", "glm4moe", "qwen3next", "qwen35", "qwen35moe"});
+    c.qk_norm = is_one_of(a, {"qwen3", "qwen3moe", "olmoe", "qwen3next", "qwen35", "qwen35moe"}) ||
+                (a == "glm4moe" && f.find_tensor("blk.0.attn_q_norm.weight"));  // GLM-4.5-Air has none
     c.qk_norm_full = a == "olmoe";
     c.attn_gate = is_one_of(a, {"qwen3next", "qwen35", "qwen35moe"});
     c.post_attn_norm_is_ffn_norm = is_one_of(a, {"glm4moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe"});
@@ -209,11 +222,15 @@ ModelConfig read_config(const gguf::File& f) {
     read_rope(f, c);
     read_moe(f, c);
 
-    // Sliding window: gpt-oss alternates sliding (even layers) and full attention.
+    // Sliding window: gpt-oss alternates sliding and full attention; of every `pattern` layers the
+    // last is full (llama.cpp's set_swa_pattern, default 2: even layers slide).
     c.swa_layer.assign(c.n_layer, false);
     c.sliding_window = f.get_or<int32_t>(".attention.sliding_window", 0);
-    if (a == "gpt-oss" && c.sliding_window > 0)
-        for (int il = 0; il < c.n_layer; il += 2) c.swa_layer[il] = true;
+    if (a == "gpt-oss" && c.sliding_window > 0) {
+        int pattern = f.get_or<int32_t>(".attention.sliding_window_pattern", 2);
+        if (pattern < 0) fail(f, "sliding_window_pattern must not be negative");
+        for (int il = 0; il < c.n_layer; il++) c.swa_layer[il] = pattern == 0 || il % pattern < pattern - 1;
+    }
 
     // Layer kinds.
     c.layer_kind.assign(c.n_layer, LayerKind::ATTENTION);

@@ -42,6 +42,8 @@ struct MoeConfig {
     bool norm_topk = false;      // renormalize the selected weights to sum 1
     float weights_scale = 1.0f;  // routed scaling factor
     bool selection_bias = false; // exp_probs_b added to scores for selection only
+    int n_group = 0;             // > 1: experts come in groups; only the n_group_used best groups compete
+    int n_group_used = 0;        //      (a group's score: the sum of its two best experts)
     bool router_bias = false;    // ffn_gate_inp.bias (gpt-oss)
     bool expert_bias = false;    // ffn_*_exps.bias (gpt-oss)
     float swiglu_limit = 0.0f;   // gpt-oss clamped SwiGLU (0: plain SwiGLU)

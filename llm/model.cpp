@@ -18,9 +18,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     };
     for (LayerKind k : c.layer_kind)
         if (k != LayerKind::ATTENTION && k != LayerKind::MLA) unsupported(std::string("layer kind '") + layer_kind_name(k) + "'");
-    if (c.moe.n_expert > 0) unsupported("a mixture-of-experts feed-forward");
-    if (c.attn_gate || c.attn_sinks || c.sliding_window > 0 || !c.rope.sections.empty())
-        unsupported("gated / sink / sliding-window attention or multi-section RoPE");
+    if (c.attn_gate || !c.rope.sections.empty()) unsupported("gated attention or multi-section RoPE");
 
     WeightLoader L(file);
     const int D = c.n_embd, V = c.n_vocab;
@@ -34,7 +32,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         l.ffn_norm = L.layer(il, c.post_attn_norm_is_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight", {D});
         if (c.layer_kind[il] == LayerKind::ATTENTION) l.attn = load_attention(L, c, il);
         if (c.layer_kind[il] == LayerKind::MLA) l.mla = load_mla(L, c, il);
-        l.ffn = load_ffn(L, il, c.n_ff, D);
+        if (c.is_moe_layer(il)) l.moe = load_moe(L, c.moe, il, D);
+        else l.ffn = load_ffn(L, il, c.n_ff, D);
     }
     return m;
 }
@@ -55,7 +54,10 @@ Tensor Model::mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s
     return attention(layers[il].attn, config_, x, start_pos, s);
 }
 
-Tensor Model::feed_forward(int il, const Tensor& x) const { return ffn(layers[il].ffn, x); }
+Tensor Model::feed_forward(int il, const Tensor& x) const {
+    if (config_.is_moe_layer(il)) return moe_ffn(layers[il].moe, config_.moe, x);
+    return ffn(layers[il].ffn, x);
+}
 
 Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const {
     const ModelConfig& c = config_;

@@ -25,6 +25,7 @@ struct Layer {
     AttentionWeights attn;       // LayerKind::ATTENTION
     MlaWeights mla;              // LayerKind::MLA
     FfnWeights ffn;              // dense feed-forward
+    MoeWeights moe;              // mixture of experts (config.is_moe_layer)
 };
 
 class Model {
