@@ -1,4 +1,4 @@
-// Prefix reuse on an MLA model: a second turn that extends the first reuses the latent cache (only the
+// Prefix reuse on MLA models: a second turn that extends the first reuses the latent cache (only the
 // new tokens are computed) and gives the logits of a fresh run over the whole sequence.
 #include "common/test_data.h"
 #include "llm/session.h"
@@ -83,4 +83,9 @@ void check_prefix_reuse(const std::string& model_path) {
 TEST_CASE("mla: prefix reuse on deepseek2 attention recomputes only new tokens") {
     REQUIRE_SHARED_DATA();
     check_prefix_reuse(mla_models::path("deepseek2-dense-f32"));
+}
+
+TEST_CASE("mla: prefix reuse on random-deepseek2 (MLA + MoE) recomputes only new tokens") {
+    REQUIRE_SHARED_DATA();
+    check_prefix_reuse(test_data::shared("models/random-deepseek2-f32.gguf"));
 }
