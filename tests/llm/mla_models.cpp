@@ -21,6 +21,7 @@ struct Recipe {
     bool dense = true;                         // replace the MoE FFNs and drop recurrent (KDA) layers
     std::vector<std::pair<std::string, gguf::Value>> extra;  // keys without the "<arch>." prefix
     std::string arch = "";                     // rename the architecture (its keys follow)
+    bool reference = true;                     // llama.cpp runs it (names() lists it for make.sh)
 };
 
 gguf::Value f32(double x) { return gguf::Value::make_float(gguf::ValueType::FLOAT32, x); }
@@ -48,6 +49,8 @@ const std::map<std::string, Recipe>& recipes() {
         // Kimi's MLA layer (attn_q, no q LoRA) as a deepseek2 model, since llama.cpp cannot run
         // kimi-linear without recurrent layers; deepseek2 adds RoPE on the rope part.
         {"deepseek2-no-q-lora-f32", {"random-kimi-linear-f32", true, {{"attention.q_lora_rank", u32(0)}}, "deepseek2"}},
+        // Kimi's MLA layer alone, RoPE-less as in kimi-linear; llama.cpp cannot run it (no recurrent layer).
+        {"kimi-mla-f32", {"random-kimi-linear-f32", true, {}, "", false}},
         {"llama-yarn-f32", {"random-llama-f32", false, yarn(0.0)}},
         {"llama-linear-f32", {"random-llama-f32", false, {{"rope.scaling.type", str("linear")}, {"rope.scaling.factor", f32(4.0)}}}},
     };
@@ -78,7 +81,8 @@ bool is_moe_tensor(const std::string& rest) {
 
 std::vector<std::string> names() {
     std::vector<std::string> n;
-    for (auto& [name, r] : recipes()) n.push_back(name);
+    for (auto& [name, r] : recipes())
+        if (r.reference) n.push_back(name);
     return n;
 }
 

@@ -1,7 +1,7 @@
 // Test models derived from ../shared/models that isolate multi-head latent attention: the deepseek2 file
 // with dense FFNs in place of its MoE layers, kimi-linear's MLA layer alone (as a deepseek2 model), and
 // variants with linear / YaRN RoPE scaling. Written with gguf::Writer into a temporary directory; their
-// llama.cpp reference logits are recorded in tests/llm/data/mla_refs.json (see mla_refs_test.cpp).
+// llama.cpp reference logits are recorded in tests/llm/mla_refs/ (see mla_refs_test.cpp).
 #pragma once
 
 #include <string>
@@ -9,10 +9,11 @@
 
 namespace mla_models {
 
-// Every derived model: its name (also the key in mla_refs.json) and how it is made.
+// The derived models llama.cpp runs: their references are tests/llm/mla_refs/<name>.json. ("kimi-mla-f32",
+// kimi-linear with only its MLA layer, is derived too, but llama.cpp cannot run it.)
 std::vector<std::string> names();
 
-// Writes the derived model `name` (one of names()) to `path`. Deterministic: the same bytes each time.
+// Writes the derived model `name` to `path`. Deterministic: the same bytes each time.
 void write(const std::string& name, const std::string& path);
 
 // The model written once per test process into a temporary directory; returns its path.
