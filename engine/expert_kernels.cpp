@@ -34,30 +34,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     return s;
 }
 
-// E8M0 exponent as 2^(e-128), ggml's "half" convention: the FP4 table holds doubled values.
-float e8m0_half(uint8_t e) {
-    uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
-// One MXFP4 weight row . one Q8_0 activation row, block by block as ggml's vec_dot_mxfp4_q8_0: integer
-// sums of FP4 codes (doubled E2M1 values) times int8, scaled by both block scales.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-float dot_mxfp4_q8_0(const gguf::block_mxfp4* w, const gguf::block_q8_0* x, int64_t n_blocks) {
-    static constexpr int8_t FP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n_blocks; b++) {
-        int8_t lo[16], hi[16];
-        for (int j = 0; j < 16; j++) lo[j] = FP4[w[b].qs[j] & 15], hi[j] = FP4[w[b].qs[j] >> 4];
-        int32_t s = 0;
-        for (int j = 0; j < 16; j++) s += int32_t(lo[j]) * x[b].qs[j] + int32_t(hi[j]) * x[b].qs[j + 16];
-        sum += gguf::f16_to_f32(x[b].d) * e8m0_half(w[b].e) * float(s);
-    }
-    return sum;
-}
-
 // Per-thread scratch, grown on demand.
 template <class T> T* scratch(std::vector<T>& v, size_t n) {
     if (v.size() < n) v.resize(n);
@@ -76,6 +52,7 @@ void matmul(const CustomArgs& a, int64_t begin, int64_t end) {
     const int64_t w_row = bytes_per_row(type, K), x_row = bytes_per_row(act, K);
     thread_local std::vector<float> ybuf, tile_f32;
     thread_local std::vector<uint8_t> xbuf;
+    thread_local std::vector<const uint8_t*> xptr;
 
     for (int64_t item = begin; item < end; item++) {
         const int64_t e = item % E, r0 = item / E * ROW_TILE, r1 = std::min(N, r0 + ROW_TILE), n = r1 - r0;
@@ -87,10 +64,9 @@ void matmul(const CustomArgs& a, int64_t begin, int64_t end) {
         float* y = scratch(ybuf, size_t(count * n));  // (count, n)
 
         if (type == gguf::Type::MXFP4 && act == gguf::Type::Q8_0) {
-            for (int64_t j = 0; j < count; j++)
-                for (int64_t r = 0; r < n; r++)
-                    y[j * n + r] = dot_mxfp4_q8_0(reinterpret_cast<const gguf::block_mxfp4*>(w_tile + r * w_row),
-                                                  reinterpret_cast<const gguf::block_q8_0*>(x_at(j)), K / gguf::QK_MXFP4);
+            const uint8_t** xs = scratch(xptr, size_t(count));
+            for (int64_t j = 0; j < count; j++) xs[j] = x_at(j);
+            mxfp4_q8_0_tile(w_tile, w_row, n, xs, count, K / gguf::QK_MXFP4, y);
         } else if (act == gguf::Type::F32) {
             const float* wf = reinterpret_cast<const float*>(w_tile);
             if (type != gguf::Type::F32) {

@@ -22,6 +22,9 @@ extern const CustomKernel PLAN;
 // {activations (T or T*k rows), weights (E, N, K), plan} -> (T, k, N) f32, over items tile * E + e.
 // scalar {T, k, N, K, weight type, per_slot, activation type, E}.
 extern const CustomKernel MATMUL;
+// y[j * n + r] = MXFP4 weight row r (rows w_row bytes apart) . Q8_0 activation row x[j], for n rows and
+// count rows of x of n_blocks blocks each (engine/expert_mxfp4.cpp).
+void mxfp4_q8_0_tile(const uint8_t* w, int64_t w_row, int64_t n, const uint8_t* const* x, int64_t count, int64_t n_blocks, float* y);
 // (R, K) f32 -> (R, row bytes) u8 with gguf's reference quantizer. scalar {K, activation type}.
 extern const CustomKernel QUANTIZE;
 
