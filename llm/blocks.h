@@ -12,10 +12,12 @@ namespace llm {
 using engine::Dim;
 using engine::Tensor;
 
-// Per-layer sequence state. Attention layers use k/v; recurrent layers (GatedDeltaNet, KDA) their own.
+// Per-layer sequence state. Attention layers use k/v; recurrent layers (GatedDeltaNet, KDA) conv/ssm.
 struct LayerState {
-    Tensor k;  // attention: (C, Hkv, Dk) f16/f32
-    Tensor v;  // attention: (C, Hkv, Dv)
+    Tensor k;     // attention: (C, Hkv, Dk) f16/f32
+    Tensor v;     // attention: (C, Hkv, Dv)
+    Tensor conv;  // recurrent: (K-1, conv channels) f32, the last inputs of the short convolution
+    Tensor ssm;   // recurrent: (Hv, Dv, Dk) f32, the delta-rule state per head
 };
 
 // --- attention (llm/attention.cpp): GQA, RoPE, qkv bias, q/k norm ------------------------------------
@@ -24,6 +26,7 @@ struct AttentionWeights {
     Tensor attn_q_b, attn_k_b, attn_v_b;  // biases (qkv_bias)
     Tensor attn_q_norm, attn_k_norm;      // (Dk) per head, or the full width (qk_norm_full)
     Tensor attn_output, attn_output_b;    // (D, H*Dv), (D)
+    Tensor rope_freq_factors;             // (rope_dim/2) multi-section RoPE: +inf where a pair stays still
 };
 AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il);
 void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
@@ -36,5 +39,42 @@ struct FfnWeights {
 };
 FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix = "");
 Tensor ffn(const FfnWeights& w, const Tensor& x);  // (T, D) -> (T, D)
+
+// --- GatedDeltaNet (llm/gated_delta_net.cpp): qwen3next / qwen35 linear-attention layers ------------
+// Hk = ssm.group_count q/k heads of Dk = ssm.state_size, Hv = ssm.time_step_rank v heads of Dv.
+struct GatedDeltaNetWeights {
+    Tensor attn_qkv;              // (2*Hk*Dk + Hv*Dv, D): q, k, v before the short convolution
+    Tensor attn_gate;             // (Hv*Dv, D): z, the output gate
+    Tensor ssm_conv1d;            // (2*Hk*Dk + Hv*Dv, K)
+    Tensor ssm_dt_b;              // (Hv) ssm_dt.bias
+    Tensor ssm_a;                 // (Hv) = -exp(A_log)
+    Tensor ssm_beta, ssm_alpha;   // (Hv, D) (qwen35)
+    Tensor ssm_ba;                // (2*Hv, D) (qwen3next): per k head, Hv/Hk betas then Hv/Hk alphas
+    Tensor ssm_norm;              // (Dv)
+    Tensor ssm_out;               // (D, Hv*Dv)
+};
+GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConfig& c, int il);
+void init_gated_delta_net_state(LayerState& s, const ModelConfig& c);
+Tensor gated_delta_net(const GatedDeltaNetWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+
+// --- Kimi delta attention (llm/kda.cpp): kimi-linear's recurrent layers --------------------------------
+// H = n_head heads of Dh = kda.head_dim for q, k and v alike.
+struct KdaWeights {
+    Tensor attn_q, attn_k, attn_v;  // (H*Dh, D)
+    Tensor ssm_conv1d_qkv;          // (3*H*Dh, K) f32: the q, k and v short convolutions side by side
+    Tensor ssm_f_a, ssm_f_b;        // (Dh, D), (H*Dh, Dh): the per-channel decay's low-rank projection
+    Tensor ssm_dt_b;                // (H*Dh) ssm_dt.bias
+    Tensor ssm_a;                   // (H) = -exp(A_log)
+    Tensor ssm_beta;                // (H, D)
+    Tensor ssm_g_a, ssm_g_b;        // (Dh, D), (H*Dh, Dh): the output gate
+    Tensor ssm_norm;                // (Dh)
+    Tensor attn_output;             // (D, H*Dh)
+};
+KdaWeights load_kda(const WeightLoader& L, const ModelConfig& c, int il);
+void init_kda_state(LayerState& s, const ModelConfig& c);
+Tensor kda(const KdaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+
+// x / max(‖x‖, eps) over the last axis (ggml_l2_norm): the q/k normalization of the delta-rule layers.
+Tensor l2_norm(const Tensor& x, double eps);
 
 }  // namespace llm

@@ -113,6 +113,21 @@ const char* layer_kind_name(LayerKind k) {
     return "?";
 }
 
+int64_t recurrent_state_bytes(const ModelConfig& c) {
+    int64_t floats = 0;
+    for (LayerKind k : c.layer_kind) {
+        if (k == LayerKind::GATED_DELTA_NET) {
+            const int64_t dv = c.ssm.n_v_head > 0 ? c.ssm.d_inner / c.ssm.n_v_head : 0;
+            const int64_t channels = 2 * int64_t(c.ssm.n_group) * c.ssm.d_state + c.ssm.d_inner;
+            floats += (c.ssm.conv_kernel - 1) * channels + int64_t(c.ssm.n_v_head) * dv * c.ssm.d_state;
+        } else if (k == LayerKind::KDA) {
+            const int64_t hd = int64_t(c.n_head) * c.ssm.kda_head_dim;
+            floats += (c.ssm.conv_kernel - 1) * 3 * hd + hd * c.ssm.kda_head_dim;
+        }
+    }
+    return floats * int64_t(sizeof(float));
+}
+
 ModelConfig read_config(const gguf::File& f) {
     ModelConfig c;
     c.arch = f.architecture();

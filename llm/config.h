@@ -103,4 +103,8 @@ ModelConfig read_config(const gguf::File& file);
 
 const char* layer_kind_name(LayerKind k);
 
+// Bytes of recurrent state (short-convolution inputs + delta-rule state, f32) one sequence carries in
+// the GatedDeltaNet / KDA layers; 0 for attention-only models. A session's checkpoints cost this each.
+int64_t recurrent_state_bytes(const ModelConfig& c);
+
 }  // namespace llm

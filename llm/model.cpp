@@ -17,10 +17,9 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         throw std::runtime_error("[model] " + path + ": " + what + " (architecture '" + c.arch + "') is not supported yet");
     };
     for (LayerKind k : c.layer_kind)
-        if (k != LayerKind::ATTENTION) unsupported(std::string("layer kind '") + layer_kind_name(k) + "'");
+        if (k == LayerKind::MLA) unsupported(std::string("layer kind '") + layer_kind_name(k) + "'");
     if (c.moe.n_expert > 0) unsupported("a mixture-of-experts feed-forward");
-    if (c.attn_gate || c.attn_sinks || c.sliding_window > 0 || c.rope.yarn || !c.rope.sections.empty())
-        unsupported("gated / sink / sliding-window attention or YaRN / multi-section RoPE");
+    if (c.attn_sinks || c.sliding_window > 0 || c.rope.yarn) unsupported("sink / sliding-window attention or YaRN");
 
     WeightLoader L(file);
     const int D = c.n_embd, V = c.n_vocab;
@@ -32,7 +31,12 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         Layer& l = m->layers[il];
         l.attn_norm = L.layer(il, "attn_norm.weight", {D});
         l.ffn_norm = L.layer(il, c.post_attn_norm_is_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight", {D});
-        l.attn = load_attention(L, c, il);
+        switch (c.layer_kind[il]) {
+            case LayerKind::ATTENTION: l.attn = load_attention(L, c, il); break;
+            case LayerKind::GATED_DELTA_NET: l.gdn = load_gated_delta_net(L, c, il); break;
+            case LayerKind::KDA: l.kda = load_kda(L, c, il); break;
+            case LayerKind::MLA: break;
+        }
         l.ffn = load_ffn(L, il, c.n_ff, D);
     }
     return m;
@@ -42,12 +46,23 @@ State Model::new_state(int n_ctx, engine::DType kv_dtype) const {
     State s;
     s.n_ctx = n_ctx;
     s.layers.resize(config_.n_layer);
-    for (int il = 0; il < config_.n_layer; il++) init_attention_state(s.layers[il], config_, n_ctx, kv_dtype);
+    for (int il = 0; il < config_.n_layer; il++) {
+        switch (config_.layer_kind[il]) {
+            case LayerKind::ATTENTION: init_attention_state(s.layers[il], config_, n_ctx, kv_dtype); break;
+            case LayerKind::GATED_DELTA_NET: init_gated_delta_net_state(s.layers[il], config_); break;
+            case LayerKind::KDA: init_kda_state(s.layers[il], config_); break;
+            case LayerKind::MLA: break;
+        }
+    }
     return s;
 }
 
 Tensor Model::mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const {
-    return attention(layers[il].attn, config_, x, start_pos, s);
+    switch (config_.layer_kind[il]) {
+        case LayerKind::GATED_DELTA_NET: return gated_delta_net(layers[il].gdn, config_, x, start_pos, s);
+        case LayerKind::KDA: return kda(layers[il].kda, config_, x, start_pos, s);
+        default: return attention(layers[il].attn, config_, x, start_pos, s);
+    }
 }
 
 Tensor Model::feed_forward(int il, const Tensor& x) const { return ffn(layers[il].ffn, x); }

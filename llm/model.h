@@ -23,6 +23,8 @@ struct Layer {
     Tensor attn_norm;            // (D)
     Tensor ffn_norm;             // (D)
     AttentionWeights attn;       // LayerKind::ATTENTION
+    GatedDeltaNetWeights gdn;    // LayerKind::GATED_DELTA_NET
+    KdaWeights kda;              // LayerKind::KDA
     FfnWeights ffn;              // dense feed-forward
 };
 
