@@ -15,9 +15,7 @@ const std::set<std::pair<std::string, std::string>> EXEMPT_LOGITS = {{"random-ki
 
 void check_model(const std::string& stem) {
     REQUIRE_SHARED_DATA();
-    // Our Q8_0 matmuls quantize activations to Q8_0 blocks as ggml does; F32/F16 keep them in F32.
-    bool q8 = stem.size() > 5 && stem.substr(stem.size() - 5) == "-q8_0";
-    golden::Tolerance tol = golden::tolerance(stem, q8);
+    golden::Tolerance tol = golden::tolerance(stem, golden::ggml_like_activations(stem));
     REQUIRE(tol.checkable);
     for (const golden::CaseReport& r : golden::run(stem, tol, /*kv_f16=*/false, /*use_hp=*/true)) {
         INFO(stem << ": " << r.describe());
