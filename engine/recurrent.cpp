@@ -15,8 +15,8 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-float dot(const float* a, const float* b, int64_t n) {
+// Small vector helpers, inlined into the kernels below (which are compiled once per ISA).
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, int64_t n) {
     float acc[16] = {};
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
@@ -27,14 +27,8 @@ float dot(const float* a, const float* b, int64_t n) {
     return s;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void axpy(float* y, float a, const float* x, int64_t n) {
+[[gnu::always_inline]] inline void axpy(float* y, float a, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void scale_by(float* y, const float* s, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] *= s[i];
 }
 
 // in {x (T, C), state (K-1, C), w (C, K)}; out (T + K-1, C): rows [0, T) the convolution, rows [T, T+K-1)
@@ -79,57 +73,59 @@ struct DeltaArgs {
     float *o, *state_out;
 };
 
+__attribute__((target_clones("avx512f", "avx2", "default")))
 void delta_head(const DeltaArgs& a, int64_t h) {
-    const int64_t Dk = a.Dk, Dv = a.Dv;
+    const int64_t Dk = a.Dk, Dv = a.Dv, C = CHUNK;
+    const bool per_channel = a.Dg != 1;  // KDA: one decay per key channel; GatedDeltaNet: one per head
+    const int64_t Dg = per_channel ? Dk : 1;
     const int64_t hk = a.interleave ? h / (a.Hv / a.Hk) : h % a.Hk;  // the q/k head this v head reads
     float* S = a.state_out + h * Dv * Dk;                                 // (Dv, Dk): S[j][i], i over keys
     if (a.reset) std::fill(S, S + Dv * Dk, 0.0f);
     else std::memcpy(S, a.state + h * Dv * Dk, size_t(Dv * Dk) * sizeof(float));
 
-    thread_local std::vector<float> gam, kk, qq, u, delta, A, M, tmp, kd, qd;
-    gam.resize(size_t(CHUNK * Dk)), kk.resize(size_t(CHUNK * Dk)), qq.resize(size_t(CHUNK * Dk));
-    kd.resize(size_t(Dk)), qd.resize(size_t(Dk));
-    u.resize(size_t(CHUNK * Dv)), delta.resize(size_t(CHUNK * Dv));
-    A.resize(size_t(CHUNK * CHUNK)), M.resize(size_t(CHUNK * CHUNK)), tmp.resize(size_t(Dk));
+    thread_local std::vector<float> buf;
+    buf.resize(size_t(C * (3 * Dk + 2 * Dv + 2 * C) + 3 * Dk));
+    float *kk = buf.data(), *qq = kk + C * Dk, *gam = qq + C * Dk;          // (n, Dk) (n, Dk) (n, Dg)
+    float *u = gam + C * Dk, *delta = u + C * Dv, *A = delta + C * Dv, *M = A + C * C;
+    float *kd = M + C * C, *qd = kd + Dk, *tmp = qd + Dk;
 
-    for (int64_t c0 = 0; c0 < a.T; c0 += CHUNK) {
-        const int64_t n = std::min(CHUNK, a.T - c0);
-        // Gather the chunk: k and scaled q rows, cumulative log decays per key channel.
+    for (int64_t c0 = 0; c0 < a.T; c0 += C) {
+        const int64_t n = std::min(C, a.T - c0);
+        // Gather the chunk: k and scaled q rows, cumulative log decays.
         for (int64_t t = 0; t < n; t++) {
             const int64_t tok = c0 + t;
-            std::memcpy(&kk[t * Dk], a.k + (tok * a.Hk + hk) * Dk, size_t(Dk) * sizeof(float));
+            std::memcpy(kk + t * Dk, a.k + (tok * a.Hk + hk) * Dk, size_t(Dk) * sizeof(float));
             const float* qr = a.q + (tok * a.Hk + hk) * Dk;
             for (int64_t i = 0; i < Dk; i++) qq[t * Dk + i] = qr[i] * a.scale;
-            const float* gr = a.g + (tok * a.Hv + h) * a.Dg;
-            for (int64_t i = 0; i < Dk; i++) gam[t * Dk + i] = (t ? gam[(t - 1) * Dk + i] : 0.0f) + gr[a.Dg == 1 ? 0 : i];
+            const float* gr = a.g + (tok * a.Hv + h) * Dg;
+            for (int64_t i = 0; i < Dg; i++) gam[t * Dg + i] = (t ? gam[(t - 1) * Dg + i] : 0.0f) + gr[i];
         }
         // Pairwise key·key and key·query products, decayed from s to t (s ≤ t: decays are ≤ 1).
         for (int64_t t = 0; t < n; t++)
             for (int64_t s = 0; s <= t; s++) {
                 float ak = 0.0f, aq = 0.0f;
-                if (a.Dg == 1) {
-                    float d = std::exp(gam[t * Dk] - gam[s * Dk]);
-                    ak = d * dot(&kk[t * Dk], &kk[s * Dk], Dk);
-                    aq = d * dot(&qq[t * Dk], &kk[s * Dk], Dk);
+                if (!per_channel) {
+                    float d = std::exp(gam[t] - gam[s]);
+                    ak = d * dot(kk + t * Dk, kk + s * Dk, Dk);
+                    aq = d * dot(qq + t * Dk, kk + s * Dk, Dk);
                 } else {
-                    for (int64_t i = 0; i < Dk; i++) {
-                        float ks = kk[s * Dk + i] * std::exp(gam[t * Dk + i] - gam[s * Dk + i]);
-                        ak += ks * kk[t * Dk + i];
-                        aq += ks * qq[t * Dk + i];
-                    }
+                    for (int64_t i = 0; i < Dk; i++) tmp[i] = kk[s * Dk + i] * std::exp(gam[t * Dk + i] - gam[s * Dk + i]);
+                    ak = dot(tmp, kk + t * Dk, Dk);
+                    aq = dot(tmp, qq + t * Dk, Dk);
                 }
-                A[t * CHUNK + s] = ak;
-                M[t * CHUNK + s] = aq;
+                A[t * C + s] = ak;
+                M[t * C + s] = aq;
             }
         // What the carried state contributes: u_t = S0 (k_t∘e^Γt), o_t = S0 (q_t∘e^Γt).
-        float* o = a.o;
         for (int64_t t = 0; t < n; t++) {
-            float* ot = o + ((c0 + t) * a.Hv + h) * Dv;
-            for (int64_t i = 0; i < Dk; i++) tmp[i] = std::exp(gam[t * Dk + i]);
-            for (int64_t i = 0; i < Dk; i++) kd[i] = kk[t * Dk + i] * tmp[i], qd[i] = qq[t * Dk + i] * tmp[i];
+            float* ot = a.o + ((c0 + t) * a.Hv + h) * Dv;
+            for (int64_t i = 0; i < Dk; i++) {
+                float e = std::exp(gam[t * Dg + (per_channel ? i : 0)]);
+                kd[i] = kk[t * Dk + i] * e, qd[i] = qq[t * Dk + i] * e;
+            }
             for (int64_t j = 0; j < Dv; j++) {
-                u[t * Dv + j] = dot(S + j * Dk, kd.data(), Dk);
-                ot[j] = dot(S + j * Dk, qd.data(), Dk);
+                u[t * Dv + j] = dot(S + j * Dk, kd, Dk);
+                ot[j] = dot(S + j * Dk, qd, Dk);
             }
         }
         // The triangular solve for the corrections, then their contribution to the outputs.
@@ -137,20 +133,26 @@ void delta_head(const DeltaArgs& a, int64_t h) {
             const int64_t tok = c0 + t;
             const float b = a.beta[tok * a.Hv + h];
             const float* vt = a.v + (tok * a.Hv + h) * Dv;
-            float* dt = &delta[t * Dv];
+            float* dt = delta + t * Dv;
             for (int64_t j = 0; j < Dv; j++) dt[j] = vt[j] - u[t * Dv + j];
-            for (int64_t s = 0; s < t; s++) axpy(dt, -A[t * CHUNK + s], &delta[s * Dv], Dv);
+            for (int64_t s = 0; s < t; s++) axpy(dt, -A[t * C + s], delta + s * Dv, Dv);
             for (int64_t j = 0; j < Dv; j++) dt[j] *= b;
-            float* ot = o + (tok * a.Hv + h) * Dv;
-            for (int64_t s = 0; s <= t; s++) axpy(ot, M[t * CHUNK + s], &delta[s * Dv], Dv);
+            float* ot = a.o + (tok * a.Hv + h) * Dv;
+            for (int64_t s = 0; s <= t; s++) axpy(ot, M[t * C + s], delta + s * Dv, Dv);
         }
-        // Carry the state past the chunk.
-        const float* gl = &gam[(n - 1) * Dk];
-        for (int64_t i = 0; i < Dk; i++) tmp[i] = std::exp(gl[i]);
-        for (int64_t j = 0; j < Dv; j++) scale_by(S + j * Dk, tmp.data(), Dk);
+        // Carry the state past the chunk: S = S0 diag(e^Γn) + Σ_s δ_s (k_s∘e^(Γn−Γs))ᵀ.
+        const float* gl = gam + (n - 1) * Dg;
+        for (int64_t i = 0; i < Dk; i++) tmp[i] = std::exp(gl[per_channel ? i : 0]);
+        for (int64_t j = 0; j < Dv; j++)
+            for (int64_t i = 0; i < Dk; i++) S[j * Dk + i] *= tmp[i];
         for (int64_t s = 0; s < n; s++) {
-            for (int64_t i = 0; i < Dk; i++) tmp[i] = kk[s * Dk + i] * std::exp(gl[i] - gam[s * Dk + i]);
-            for (int64_t j = 0; j < Dv; j++) axpy(S + j * Dk, delta[s * Dv + j], tmp.data(), Dk);
+            if (per_channel) {
+                for (int64_t i = 0; i < Dk; i++) kd[i] = kk[s * Dk + i] * std::exp(gl[i] - gam[s * Dk + i]);
+            } else {
+                float e = std::exp(gl[0] - gam[s]);
+                for (int64_t i = 0; i < Dk; i++) kd[i] = kk[s * Dk + i] * e;
+            }
+            for (int64_t j = 0; j < Dv; j++) axpy(S + j * Dk, delta[s * Dv + j], kd, Dk);
         }
     }
 }

@@ -90,7 +90,7 @@ void read_moe(const gguf::File& f, ModelConfig& c) {
         m.swiglu_alpha = 1.702f;
     } else {  // deepseek2, glm4moe, kimi-linear
         m.gating = gating ? static_cast<Gating>(gating) : Gating::SOFTMAX;
-        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false);
+        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false) || a == "kimi-linear";  // llama.cpp: always for kimi
         m.selection_bias = m.gating == Gating::SIGMOID;
     }
     if (gating < 0 || gating > 4) fail(f, "unknown expert_gating_func " + std::to_string(gating));
@@ -194,6 +194,7 @@ ModelConfig read_config(const gguf::File& f) {
         c.ssm.n_group = f.get<int32_t>(".ssm.group_count");
         c.ssm.n_v_head = f.get<int32_t>(".ssm.time_step_rank");
         c.ssm.d_inner = f.get<int32_t>(".ssm.inner_size");
+        c.ssm.qk_heads_interleaved = a == "qwen3next";
     }
     if (a == "kimi-linear") {
         for (int il = 0; il < c.n_layer; il++) c.layer_kind[il] = kv[il] == 0 ? LayerKind::KDA : LayerKind::MLA;

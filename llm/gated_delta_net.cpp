@@ -81,8 +81,9 @@ Tensor gated_delta_net(const GatedDeltaNetWeights& w, const ModelConfig& c, cons
     Tensor k = l2_norm(qkv.slice(1, kd, kd).reshape({T, d.Hk, d.Dk}), c.rms_eps);
     Tensor v = qkv.slice(1, 2 * kd, d.Hv * d.Dv).reshape({T, d.Hv, d.Dv});
 
-    engine::DeltaResult r = engine::delta_rule(q, k, v, g.reshape({T, d.Hv, 1}), beta, s.ssm, start_pos,
-                                               1.0 / std::sqrt(double(d.Dk)));
+    auto head_map = c.ssm.qk_heads_interleaved ? engine::HeadMap::INTERLEAVE : engine::HeadMap::MODULO;
+    engine::DeltaResult r =
+        engine::delta_rule(q, k, v, g.reshape({T, d.Hv, 1}), beta, s.ssm, start_pos, 1.0 / std::sqrt(double(d.Dk)), head_map);
     s.ssm.assign(r.state);
     Tensor z = engine::linear(x, w.attn_gate).reshape({T, d.Hv, d.Dv});
     Tensor out = engine::rms_norm(r.o, w.ssm_norm, c.rms_eps) * engine::silu(z);  // (T, Hv, Dv)
