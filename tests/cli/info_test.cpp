@@ -1,6 +1,7 @@
 // `tinyllm info` run as a user runs it (the built binary, path in TINYLLM_BIN) on every model and
 // vocabulary in ../shared: its --json output against ../shared/models/README.md and against the
 // file's metadata read by a small independent parser below (not gguf/, which info itself uses).
+#include "cli/run_tinyllm.h"
 #include "common/test_data.h"
 #include "gguf/gguf.h"
 
@@ -23,26 +24,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-struct Run {
-    int status = -1;
-    std::string out;  // stdout and stderr
-};
-
-Run run_tinyllm(const std::string& args) {
-    const char* bin = std::getenv("TINYLLM_BIN");
-    std::string path = bin ? bin : std::string(TINYLLM_BINARY_DIR) + "/tinyllm";
-    REQUIRE(fs::exists(path));
-    Run r;
-    FILE* p = popen(("'" + path + "' " + args + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-}
 
 json info_json(const std::string& path) {
     Run r = run_tinyllm("info --json '" + path + "'");
