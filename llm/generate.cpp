@@ -162,6 +162,7 @@ private:
             cached_.clear();
             return 0;
         }
+        best->last_used = ++clock_;
         for (size_t i = 0; i < recurrent_.size(); i++) recurrent_[i].assign(best->state[i]);
         engine::realize(recurrent_);
         cached_ = best->tokens;

@@ -52,11 +52,12 @@ std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 struct Fixture {
     std::unique_ptr<llm::Session> live, fresh;
     std::vector<int32_t> p1, extra;
-    explicit Fixture(const std::string& model) {
+    explicit Fixture(const std::string& model, int n_checkpoints = 4) {
         llm::SessionOptions so;
         so.model_path = test_data::shared("models/" + model);
         so.n_ctx = 256;
         so.kv_f16 = false;
+        so.n_checkpoints = n_checkpoints;
         live = llm::open_session(so);
         fresh = llm::open_session(so);
         p1 = live->tokenizer().encode("The quick brown fox jumps over the lazy dog.", true, true);
@@ -127,4 +128,14 @@ TEST_CASE("prefix reuse: hybrid model, a prompt diverging before every checkpoin
     Run r = generate(*f.live, p2, 3);
     CHECK(r.result.n_reused == 0);
     CHECK(rel_diff(r.logits, f.fresh_run(p2, 3, r.ids).logits) < 1e-6);
+}
+
+TEST_CASE("prefix reuse: hybrid model without checkpoints recomputes a regenerate from the start") {
+    REQUIRE_SHARED_DATA();
+    Fixture f("random-qwen35-f32.gguf", /*n_checkpoints=*/0);
+    Run turn1 = generate(*f.live, f.p1, 4);
+    Run again = generate(*f.live, f.p1, 4);
+    CHECK(again.result.n_reused == 0);  // the live state is past the prompt and nothing else is kept
+    CHECK(again.ids == turn1.ids);
+    CHECK(rel_diff(again.logits, turn1.logits) < 1e-6);
 }
