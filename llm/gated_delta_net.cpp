@@ -30,10 +30,12 @@ Tensor l2_norm(const Tensor& x_in, double eps) {
 GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConfig& c, int il) {
     const Dims d = dims_of(c);
     const int D = c.n_embd;
-    if (d.Hk <= 0 || d.Hv <= 0 || d.Dk <= 0 || d.Hv % d.Hk || d.Dv != d.Dk || c.ssm.conv_kernel < 1)
+    if (d.Hk <= 0 || d.Hv <= 0 || d.Dk <= 0 || d.Hv % d.Hk || d.Dv != d.Dk || d.Hv * d.Dv != c.ssm.d_inner ||
+        c.ssm.conv_kernel < 2)
         throw std::runtime_error("[model] " + L.file().path() + ": inconsistent GatedDeltaNet sizes (ssm.group_count " +
                                  std::to_string(d.Hk) + ", time_step_rank " + std::to_string(d.Hv) + ", state_size " +
-                                 std::to_string(d.Dk) + ", inner_size " + std::to_string(c.ssm.d_inner) + ")");
+                                 std::to_string(d.Dk) + ", inner_size " + std::to_string(c.ssm.d_inner) + ", conv_kernel " +
+                                 std::to_string(c.ssm.conv_kernel) + ")");
     GatedDeltaNetWeights w;
     w.attn_qkv = L.layer(il, "attn_qkv.weight", {d.conv_channels, D});
     w.attn_gate = L.layer(il, "attn_gate.weight", {d.Hv * d.Dv, D});

@@ -10,8 +10,8 @@ namespace llm {
 
 KdaWeights load_kda(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Dh = c.ssm.kda_head_dim, K = c.ssm.conv_kernel, HD = H * Dh;
-    if (Dh <= 0 || K < 1)
-        throw std::runtime_error("[model] " + L.file().path() + ": kda.head_dim and ssm.conv_kernel must be positive");
+    if (Dh <= 0 || K < 2)
+        throw std::runtime_error("[model] " + L.file().path() + ": kda.head_dim must be positive and ssm.conv_kernel at least 2");
     KdaWeights w;
     w.attn_q = L.layer(il, "attn_q.weight", {HD, D});
     w.attn_k = L.layer(il, "attn_k.weight", {HD, D});
