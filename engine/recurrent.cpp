@@ -1,8 +1,7 @@
 // Custom kernels for recurrent token mixers: the causal short convolution that carries its last inputs
 // between calls, and the gated delta rule (GatedDeltaNet, Kimi delta attention) in its chunked form, so a
 // prefill of T tokens takes T/64 sequential state updates instead of T.
-#include "engine/ir_impl.h"
-#include "engine/realize_impl.h"
+#include "engine/tensor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -175,7 +174,7 @@ void delta_rule_kernel(const CustomArgs& c, int64_t begin, int64_t end) {
 const CustomKernel CONV1D{"causal_conv1d", conv1d_kernel, 64};
 const CustomKernel DELTA_RULE{"delta_rule", delta_rule_kernel, 1};
 
-Tensor f32_contiguous(const Tensor& t) { return t.dtype() == f32 ? t : t.cast(f32); }
+Tensor as_f32(const Tensor& t) { return t.dtype() == f32 ? t : t.cast(f32); }  // the kernels read f32
 
 }  // namespace
 
@@ -188,7 +187,7 @@ ConvResult causal_conv1d(const Tensor& x, const Tensor& state, const Tensor& w, 
     if (state.dtype() != f32) fail("causal_conv1d", "the state must be f32");
     CustomCall call;
     call.kernel = &CONV1D;
-    call.inputs = {f32_contiguous(x), state, f32_contiguous(w)};
+    call.inputs = {as_f32(x), state, as_f32(w)};
     call.out_shape = {T + K - 1, C};
     call.scalars = {T, C, K, start_pos};
     call.n_work = C;
@@ -213,7 +212,7 @@ DeltaResult delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const 
     if (state.dtype() != f32) fail("delta_rule", "the state must be f32");
     CustomCall call;
     call.kernel = &DELTA_RULE;
-    call.inputs = {f32_contiguous(q), f32_contiguous(k), f32_contiguous(v), f32_contiguous(g), f32_contiguous(beta), state};
+    call.inputs = {as_f32(q), as_f32(k), as_f32(v), as_f32(g), as_f32(beta), state};
     Dim n_out = T * Hv * Dv;
     call.out_shape = {n_out + Hv * Dv * Dk};
     call.scalars = {T, Hk, Hv, Dk, Dv, Dg, start_pos, int64_t(head_map == HeadMap::INTERLEAVE)};
