@@ -34,7 +34,8 @@ struct Target {
 
 // A generated kernel: one LLVM IR module whose entry point is `name`.
 // X86_64 entry: void name(void** buffers, const int64_t* vars, int64_t begin, int64_t end), running the
-// outer loop iterations [begin, end). AMDGCN entry: an amdgpu_kernel over global ids (not yet rendered).
+// outer loop iterations [begin, end). AMDGCN entry: amdgpu_kernel name(ptr buffers..., i64 vars...,
+// i64 global_size) run as ceil(global_size / 256) workgroups of 256 work-items, one outer iteration each.
 struct KernelSource {
     std::string name;
     std::string llvm_ir;

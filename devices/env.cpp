@@ -38,4 +38,12 @@ const std::string& device() {
     return v;
 }
 
+const std::string& null_target() {
+    static const std::string v = [] {
+        const char* d = std::getenv("TINYLLM_NULL_TARGET");
+        return std::string(d && *d ? d : "gfx1100");
+    }();
+    return v;
+}
+
 }  // namespace devices::env

@@ -2,6 +2,7 @@
 //   DEBUG=1 kernel counts and times per forward, 2 one line per kernel, 4 the generated LLVM IR
 //   TINYLLM_THREADS=N  CPU thread pool size (default: all hardware threads)
 //   TINYLLM_DEVICE=NAME  default device for new tensors (default CPU)
+//   TINYLLM_NULL_TARGET=gfxN  the AMD target the NULL device compiles for (default gfx1100)
 #pragma once
 
 #include <string>
@@ -11,5 +12,6 @@ namespace devices::env {
 int debug();                 // DEBUG
 int threads();               // TINYLLM_THREADS, or the hardware concurrency
 const std::string& device(); // TINYLLM_DEVICE, or "CPU"
+const std::string& null_target();  // TINYLLM_NULL_TARGET, or "gfx1100"
 
 }  // namespace devices::env

@@ -77,6 +77,10 @@ int64_t sat_add(int64_t a, int64_t b) {
     int64_t r;
     return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
 }
+int64_t sat_sub(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
 int64_t sat_mul(int64_t a, int64_t b) {
     int64_t r;
     return __builtin_mul_overflow(a, b, &r) ? (((a < 0) != (b < 0)) ? INT64_MIN : INT64_MAX) : r;
@@ -93,7 +97,7 @@ void derive_bounds(Node& n) {
         case Op::VAR: set(var_state(&n).min, var_state(&n).max); return;
         case Op::RANGE: set(0, s(0)->vmax - 1); return;
         case Op::ADD: set(sat_add(s(0)->vmin, s(1)->vmin), sat_add(s(0)->vmax, s(1)->vmax)); return;
-        case Op::SUB: set(sat_add(s(0)->vmin, -s(1)->vmax), sat_add(s(0)->vmax, -s(1)->vmin)); return;
+        case Op::SUB: set(sat_sub(s(0)->vmin, s(1)->vmax), sat_sub(s(0)->vmax, s(1)->vmin)); return;
         case Op::MUL: {
             int64_t c[4] = {sat_mul(s(0)->vmin, s(1)->vmin), sat_mul(s(0)->vmin, s(1)->vmax),
                             sat_mul(s(0)->vmax, s(1)->vmin), sat_mul(s(0)->vmax, s(1)->vmax)};
@@ -253,6 +257,12 @@ NodeRef make_const(double value, DType dtype) {
     return make(Op::CONST, dtype, {}, std::move(a));
 }
 
+NodeRef make_iconst(int64_t value, DType dtype) {
+    Arg a;
+    a.i = dtype.code == DType::BOOL ? value != 0 : value;
+    return make(Op::CONST, dtype, {}, std::move(a));
+}
+
 NodeRef cidx(int64_t v) {
     Arg a;
     a.i = v;
@@ -271,13 +281,13 @@ bool is_c(const NodeRef& n, int64_t v) { return n->op == Op::CONST && n->arg.i =
 }  // namespace
 
 NodeRef iadd(const NodeRef& a, const NodeRef& b) {
-    if (a->is_const() && b->is_const()) return cidx(a->arg.i + b->arg.i);
+    if (a->is_const() && b->is_const()) return cidx(int64_t(uint64_t(a->arg.i) + uint64_t(b->arg.i)));  // wraps like i64
     if (is_c(a, 0)) return b;
     if (is_c(b, 0)) return a;
     return alu(Op::ADD, a, b);
 }
 NodeRef imul(const NodeRef& a, const NodeRef& b) {
-    if (a->is_const() && b->is_const()) return cidx(a->arg.i * b->arg.i);
+    if (a->is_const() && b->is_const()) return cidx(int64_t(uint64_t(a->arg.i) * uint64_t(b->arg.i)));
     if (is_c(a, 1)) return b;
     if (is_c(b, 1)) return a;
     if (is_c(a, 0) || is_c(b, 0)) return cidx(0);
@@ -340,11 +350,11 @@ int64_t eval_int(const Node* n) {
     switch (n->op) {
         case Op::CONST: return n->arg.i;
         case Op::VAR: return var_state(n).value.load(std::memory_order_relaxed);
-        case Op::ADD: return e(0) + e(1);
-        case Op::SUB: return e(0) - e(1);
-        case Op::MUL: return e(0) * e(1);
-        case Op::DIV: { int64_t d = e(1); return d ? e(0) / d : 0; }
-        case Op::MOD: { int64_t d = e(1); return d ? e(0) % d : 0; }
+        case Op::ADD: return int64_t(uint64_t(e(0)) + uint64_t(e(1)));
+        case Op::SUB: return int64_t(uint64_t(e(0)) - uint64_t(e(1)));
+        case Op::MUL: return int64_t(uint64_t(e(0)) * uint64_t(e(1)));
+        case Op::DIV: { int64_t d = e(1), a = e(0); return d == 0 || (d == -1 && a == INT64_MIN) ? 0 : a / d; }
+        case Op::MOD: { int64_t d = e(1), a = e(0); return d == 0 || d == -1 ? 0 : a % d; }
         case Op::MAX: return std::max(e(0), e(1));
         case Op::CMPLT: return e(0) < e(1);
         case Op::CMPEQ: return e(0) == e(1);

@@ -87,6 +87,7 @@ NodeRef make(Op op, DType dtype, std::vector<NodeRef> srcs, Arg arg = {});
 
 // Small constructors used everywhere.
 NodeRef make_const(double value, DType dtype);
+NodeRef make_iconst(int64_t value, DType dtype);  // integers and bool, exact beyond 2^53
 NodeRef cidx(int64_t v);  // an i64 index constant
 NodeRef alu(Op op, const NodeRef& a);
 NodeRef alu(Op op, const NodeRef& a, const NodeRef& b);  // dtype: a's, bool for comparisons

@@ -129,6 +129,7 @@ Tensor operator+(const Tensor& a, double b) { return a + scalar_like(a, b); }
 Tensor operator-(const Tensor& a, double b) { return a - scalar_like(a, b); }
 Tensor operator*(const Tensor& a, double b) { return a * scalar_like(a, b); }
 Tensor operator/(const Tensor& a, double b) { return a / scalar_like(a, b); }
+Tensor operator%(const Tensor& a, double b) { return a % scalar_like(a, b); }
 Tensor operator+(double a, const Tensor& b) { return scalar_like(b, a) + b; }
 Tensor operator-(double a, const Tensor& b) { return scalar_like(b, a) - b; }
 Tensor operator*(double a, const Tensor& b) { return scalar_like(b, a) * b; }
@@ -240,7 +241,7 @@ Tensor concat(const std::vector<Tensor>& parts, int axis) {
 Tensor stack(const std::vector<Tensor>& parts, int axis) {
     std::vector<Tensor> u;
     for (auto& p : parts) u.push_back(p.unsqueeze(axis));
-    return concat(u, axis < 0 ? axis : axis);
+    return concat(u, axis);
 }
 
 Tensor gather(const Tensor& x, int axis, const Tensor& index) {

@@ -17,6 +17,9 @@ namespace engine {
 
 namespace {
 
+// Work-items per workgroup of generated amdgcn kernels (launch: ceil(global / 256) workgroups).
+constexpr int AMD_WORKGROUP = 256;
+
 [[noreturn]] void fail(const std::string& what) { throw Error("[engine] render: " + what); }
 
 const char* reg_type(DType d) {
@@ -288,8 +291,10 @@ struct Renderer {
         return acc;
     }
 
-    // The body function: outer loops flattened over [begin, end), the last output loop inside.
-    std::string body_function(const std::vector<const Node*>& vars) {
+    // The body function: outer loops flattened into one index g, the last output loop inside. x86-64
+    // loops g over [begin, end) (a thread's share); amdgcn takes g from the work-item id and checks it
+    // against the global size.
+    std::string body_function(const std::vector<const Node*>& vars, bool amd) {
         const auto& loops = k.loops;
         size_t n_outer = loops.size() >= 2 ? loops.size() - 1 : loops.size();
         out.clear();
@@ -297,10 +302,19 @@ struct Renderer {
         scopes.emplace_back();
         std::vector<std::string> ends;
         for (auto& l : loops) ends.push_back(val(l->src(0)));
-        emit("br label %outer.hdr");
-        std::string pre = block;
-        label("outer.hdr");
-        emit("%g = phi i64 [ %begin, %" + pre + " ], [ %g.next, %outer.latch ]");
+        if (amd) {
+            emit("%wg = call i32 @llvm.amdgcn.workgroup.id.x()");
+            emit("%wi = call i32 @llvm.amdgcn.workitem.id.x()");
+            emit("%wg64 = zext i32 %wg to i64");
+            emit("%wi64 = zext i32 %wi to i64");
+            emit("%gb = mul i64 %wg64, " + std::to_string(AMD_WORKGROUP));
+            emit("%g = add i64 %gb, %wi64");
+        } else {
+            emit("br label %outer.hdr");
+            std::string pre = block;
+            label("outer.hdr");
+            emit("%g = phi i64 [ %begin, %" + pre + " ], [ %g.next, %outer.latch ]");
+        }
         emit("%g.ok = icmp slt i64 %g, %end");
         emit("br i1 %g.ok, label %outer.body, label %exit");
         label("outer.body");
@@ -332,23 +346,44 @@ struct Renderer {
             emit("br label %outer.latch");
         }
         label("outer.latch");
-        emit("%g.next = add i64 %g, 1");
-        emit("br label %outer.hdr");
+        if (amd) {
+            emit("br label %exit");
+        } else {
+            emit("%g.next = add i64 %g, 1");
+            emit("br label %outer.hdr");
+        }
         label("exit");
         emit("ret void");
 
-        std::string sig = "define internal void @" + name + "_body(";
+        std::string sig = amd ? "define amdgpu_kernel void @" + name + "(" : "define internal void @" + name + "_body(";
         int n_params = int(k.params.size());
         for (int p = 0; p < n_params; p++) sig += "ptr noalias %p" + std::to_string(p) + ", ";
         for (size_t v = 0; v < vars.size(); v++) sig += "i64 %v" + std::to_string(v) + ", ";
-        return sig + "i64 %begin, i64 %end) #0 {\n" + out + "}\n";
+        return sig + (amd ? "i64 %end) #0 {\n" : "i64 %begin, i64 %end) #0 {\n") + out + "}\n";
     }
 };
+
+// The x86-64 entry point unpacks the buffer and var arrays (CPU calling convention in devices/device.h)
+// and calls the body, whose noalias parameters the optimizer can rely on.
+std::string x86_entry(const std::string& name, size_t n_params, size_t n_vars) {
+    std::string ir = "define void @" + name + "(ptr %bufs, ptr %vars, i64 %begin, i64 %end) #0 {\nentry:\n", args;
+    for (size_t p = 0; p < n_params; p++) {
+        std::string s = std::to_string(p);
+        ir += "  %pp" + s + " = getelementptr ptr, ptr %bufs, i64 " + s + "\n  %p" + s + " = load ptr, ptr %pp" + s + "\n";
+        args += "ptr %p" + s + ", ";
+    }
+    for (size_t v = 0; v < n_vars; v++) {
+        std::string s = std::to_string(v);
+        ir += "  %vp" + s + " = getelementptr i64, ptr %vars, i64 " + s + "\n  %v" + s + " = load i64, ptr %vp" + s + "\n";
+        args += "i64 %v" + s + ", ";
+    }
+    return ir + "  call void @" + name + "_body(" + args + "i64 %begin, i64 %end)\n  ret void\n}\n";
+}
 
 }  // namespace
 
 RenderedKernel render_llvm(const LoweredKernel& k, const devices::Target& target) {
-    if (target.arch != devices::Arch::X86_64) fail("the amdgcn renderer is not written yet");
+    bool amd = target.arch == devices::Arch::AMDGCN;
     static std::atomic<uint64_t> counter{0};
     RenderedKernel rk;
     rk.name = k.name + "_" + std::to_string(counter++);
@@ -369,24 +404,12 @@ RenderedKernel render_llvm(const LoweredKernel& k, const devices::Target& target
 
     Renderer r{k, rk.name, {}, {}, 0, 0, {}, {}, {}};
     for (size_t i = 0; i < vars.size(); i++) r.var_index[vars[i]] = int(i);
-    std::string body = r.body_function(vars);
+    std::string body = r.body_function(vars, amd);
 
     std::string ir = llvm_prelude();
     ir += body;
-    // The entry point unpacks the buffer and var arrays (CPU calling convention in devices/device.h).
-    ir += "define void @" + rk.name + "(ptr %bufs, ptr %vars, i64 %begin, i64 %end) #0 {\nentry:\n";
-    std::string args;
-    for (size_t p = 0; p < k.params.size(); p++) {
-        std::string s = std::to_string(p);
-        ir += "  %pp" + s + " = getelementptr ptr, ptr %bufs, i64 " + s + "\n  %p" + s + " = load ptr, ptr %pp" + s + "\n";
-        args += "ptr %p" + s + ", ";
-    }
-    for (size_t v = 0; v < vars.size(); v++) {
-        std::string s = std::to_string(v);
-        ir += "  %vp" + s + " = getelementptr i64, ptr %vars, i64 " + s + "\n  %v" + s + " = load i64, ptr %vp" + s + "\n";
-        args += "i64 %v" + s + ", ";
-    }
-    ir += "  call void @" + rk.name + "_body(" + args + "i64 %begin, i64 %end)\n  ret void\n}\n";
+    ir += amd ? "declare i32 @llvm.amdgcn.workgroup.id.x()\ndeclare i32 @llvm.amdgcn.workitem.id.x()\n"
+              : x86_entry(rk.name, k.params.size(), vars.size());
     rk.llvm_ir = std::move(ir);
 
     for (const Node* v : vars) rk.vars.push_back(NodeRef(v));

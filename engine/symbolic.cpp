@@ -46,7 +46,23 @@ NodeRef fold_constants(const M& m) {
         if (!s->is_const()) return {};
     DType sd = n->src(0)->dtype;
     if (n->op == Op::WHERE) return n->src(0)->arg.i ? n->srcs[1] : n->srcs[2];
-    if (n->op == Op::CAST) return make_const(n->dtype.is_float() ? n->src(0)->const_value() : std::trunc(n->src(0)->const_value()), n->dtype);
+    if (n->op == Op::CAST) {
+        if (n->dtype.is_float()) return make_const(round_to(n->src(0)->const_value(), n->dtype), n->dtype);
+        if (!sd.is_float()) return make_iconst(wrap_int(n->src(0)->arg.i, n->dtype), n->dtype);
+        double v = std::trunc(n->src(0)->arg.f);  // saturating, as the kernels convert (NaN -> 0)
+        if (std::isnan(v)) return make_iconst(0, n->dtype);
+        auto lim = [&](int64_t lo, int64_t hi) { return make_iconst(v <= double(lo) ? lo : v >= double(hi) ? hi : int64_t(v), n->dtype); };
+        switch (n->dtype.code) {
+            case DType::BOOL: return make_iconst(n->src(0)->arg.f != 0.0, n->dtype);
+            case DType::U8: return lim(0, 255);
+            case DType::I8: return lim(-128, 127);
+            case DType::U16: return lim(0, 65535);
+            case DType::I16: return lim(-32768, 32767);
+            case DType::U32: return lim(0, 4294967295ll);
+            case DType::I32: return lim(INT32_MIN, INT32_MAX);
+            default: return lim(INT64_MIN, INT64_MAX);
+        }
+    }
     if (sd.is_float()) {
         double a = n->src(0)->arg.f, b = n->srcs.size() > 1 ? n->src(1)->arg.f : 0.0, r;
         switch (n->op) {
@@ -89,7 +105,7 @@ NodeRef fold_constants(const M& m) {
         case Op::CMPNE: return make_const(a != b, bool_);
         default: return {};
     }
-    return make_const(double(wrap_int(r, n->dtype)), n->dtype);
+    return make_iconst(wrap_int(r, n->dtype), n->dtype);
 }
 
 // Integer and bool nodes whose bounds pin a single value are that value (size-1 loops, decided compares).
@@ -97,10 +113,15 @@ NodeRef fold_bounds(const M& m) {
     const Node* n = m.root;
     if (n->op == Op::CONST || n->op == Op::LOAD || n->op == Op::REDUCE || n->op == Op::PARAM) return {};
     if (!(n->dtype.is_int() || n->dtype.code == DType::BOOL) || n->vmin != n->vmax) return {};
-    return make_const(double(n->vmin), n->dtype);
+    return make_iconst(n->vmin, n->dtype);
 }
 
 // --- linear forms: sum of coefficient * term + constant ---------------------------------------------
+// Coefficients wrap like the i64 arithmetic they describe; bounds are computed wide and clamped.
+int64_t wrap_mul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
+int64_t wrap_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+int64_t clamp128(__int128 v) { return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : int64_t(v); }
+
 struct Linear {
     std::vector<std::pair<NodeRef, int64_t>> terms;
     int64_t c = 0;
@@ -108,13 +129,13 @@ struct Linear {
 
     void add(const Node* n, int64_t k) {
         if (n->op == Op::ADD) return add(n->src(0), k), add(n->src(1), k);
-        if (n->op == Op::SUB) return add(n->src(0), k), add(n->src(1), -k);
-        if (n->op == Op::CONST) return (void)(c += k * n->arg.i, leaves++);
-        if (n->op == Op::MUL && n->src(1)->is_const()) return add(n->src(0), k * n->src(1)->arg.i);
-        if (n->op == Op::MUL && n->src(0)->is_const()) return add(n->src(1), k * n->src(0)->arg.i);
+        if (n->op == Op::SUB) return add(n->src(0), k), add(n->src(1), wrap_mul(k, -1));
+        if (n->op == Op::CONST) return (void)(c = wrap_add(c, wrap_mul(k, n->arg.i)), leaves++);
+        if (n->op == Op::MUL && n->src(1)->is_const()) return add(n->src(0), wrap_mul(k, n->src(1)->arg.i));
+        if (n->op == Op::MUL && n->src(0)->is_const()) return add(n->src(1), wrap_mul(k, n->src(0)->arg.i));
         leaves++;
         for (auto& [t, kk] : terms)
-            if (t.get() == n) return (void)(kk += k);
+            if (t.get() == n) return (void)(kk = wrap_add(kk, k));
         terms.push_back({NodeRef(n), k});
     }
     // (x / c) * c + x % c -> x
@@ -147,14 +168,14 @@ struct Linear {
         return c ? alu(Op::ADD, acc, cidx(c)) : acc;
     }
     int64_t vmin() const {
-        int64_t lo = c;
-        for (auto& [t, k] : terms) lo += k >= 0 ? k * t->vmin : k * t->vmax;
-        return lo;
+        __int128 lo = c;
+        for (auto& [t, k] : terms) lo += __int128(k) * (k >= 0 ? t->vmin : t->vmax);
+        return clamp128(lo);
     }
     int64_t vmax() const {
-        int64_t hi = c;
-        for (auto& [t, k] : terms) hi += k >= 0 ? k * t->vmax : k * t->vmin;
-        return hi;
+        __int128 hi = c;
+        for (auto& [t, k] : terms) hi += __int128(k) * (k >= 0 ? t->vmax : t->vmin);
+        return clamp128(hi);
     }
 };
 
@@ -185,8 +206,8 @@ NodeRef fold_divmod(const M& m) {
         if (t->vmin < 0) return {};
         (k % d == 0 ? q.terms.emplace_back(t, k / d) : r.terms.emplace_back(t, k));
     }
-    int64_t cq = lin.c >= 0 ? lin.c / d : -((-lin.c + d - 1) / d);
-    q.c = cq, r.c = lin.c - cq * d;
+    int64_t cq = lin.c / d - (lin.c % d < 0);  // floor division: the remainder's constant is in [0, d)
+    q.c = cq, r.c = lin.c % d + (lin.c % d < 0 ? d : 0);
     if (r.vmin() < 0) return {};
     bool is_div = n->op == Op::DIV;
     if (r.vmax() < d) return is_div ? q.build() : r.build();
@@ -223,15 +244,17 @@ const RuleSet& symbolic_rules() {
         {Pat::node(Op::ADD, {}), canonical_sum},                                      // a + b - a -> b, c1 + c2 -> c3
         {Pat::node(Op::SUB, {}), canonical_sum},                                      // x - x -> 0
         {(x + c1) * c2, [](const M& m) {                                              // (x + c1) * c2 -> x*c2 + c1*c2
-             return m['x']->dtype.code == DType::I64 ? iadd(imul(m.ref('x'), m.ref('d')), cidx(m.i('c') * m.i('d'))) : NodeRef();
+             return m['x']->dtype.code == DType::I64 ? iadd(imul(m.ref('x'), m.ref('d')), cidx(wrap_mul(m.i('c'), m.i('d')))) : NodeRef();
          }},
         {(x * c1) * c2, [](const M& m) {                                              // (x * c1) * c2 -> x * (c1*c2)
-             return is_int(m['x']) ? alu(Op::MUL, m.ref('x'), make_const(double(m.i('c') * m.i('d')), m['x']->dtype)) : NodeRef();
+             return is_int(m['x']) ? alu(Op::MUL, m.ref('x'), make_iconst(wrap_mul(m.i('c'), m.i('d')), m['x']->dtype)) : NodeRef();
          }},
         {x / c1, fold_divmod},                                                        // (d*q + r) / d -> q + r/d
         {x % c1, fold_divmod},                                                        // (d*q + r) % d -> r % d
         {(x / c1) / c2, [](const M& m) {                                              // (x / c1) / c2 -> x / (c1*c2)
-             return nonneg(m, 'x') && m.i('c') > 0 && m.i('d') > 0 ? idiv(m.ref('x'), cidx(m.i('c') * m.i('d'))) : NodeRef();
+             int64_t cd;
+             if (!nonneg(m, 'x') || m.i('c') <= 0 || m.i('d') <= 0 || __builtin_mul_overflow(m.i('c'), m.i('d'), &cd)) return NodeRef();
+             return idiv(m.ref('x'), cidx(cd));
          }},
         {(x % c1) % c2, [](const M& m) {                                              // (x % c1) % c2 -> x % c2 if c2 | c1
              return nonneg(m, 'x') && m.i('d') > 0 && m.i('c') % m.i('d') == 0 ? imod(m.ref('x'), m.ref('d')) : NodeRef();

@@ -223,6 +223,7 @@ Tensor operator+(const Tensor& a, double b);
 Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);
 Tensor operator/(const Tensor& a, double b);
+Tensor operator%(const Tensor& a, double b);
 Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
@@ -266,7 +267,10 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index);
 // ---------------------------------------------------------------------------------------------------
 // Model helpers (engine/nn.cpp). Shapes in comments: (T, D) = tokens x features.
 Tensor matmul(const Tensor& a, const Tensor& b);          // (..., M, K) @ (..., K, N), generated kernel
-Tensor linear(const Tensor& x, const Tensor& w);          // (..., K) x (N, K)^T -> (..., N) f32; any weight dtype
+// (..., K) x (N, K)^T -> (..., N) f32 for any weight dtype: the hand kernels of devices/cpu/kernels where
+// they exist (activations packed as ggml does: F16 for F16 weights, Q8_0 / Q8_K for quantized ones),
+// otherwise rows dequantized to f32 and multiplied in f32.
+Tensor linear(const Tensor& x, const Tensor& w);
 Tensor embedding(const Tensor& table, const Tensor& ids); // (V, D)[ids (...)] -> (..., D) f32; any table dtype
 Tensor dequantize(const Tensor& w);                       // any dtype -> f32, same shape
 Tensor softmax(const Tensor& x, int axis = -1);
@@ -338,7 +342,8 @@ Tensor custom(const CustomCall& call);
 // Graph capture/replay (like tinygrad's TinyJit). The first call of a shape class (input shapes and
 // dtypes) runs `fn` and records every kernel it launches with its buffers; later calls replay them
 // with new input buffers and the Vars' current bindings, without building, scheduling or compiling.
-// Work inside `fn` runs on every replay: create state (caches, tables) before the first call.
+// Work inside `fn` runs on every replay: create state (caches, tables) before the first call; the
+// recording keeps the buffers it used, so reset() after replacing a state buffer (a new KV cache).
 // Returned tensors alias the captured output buffers and are overwritten by the next call.
 class Jit {
 public:

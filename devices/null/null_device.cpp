@@ -1,6 +1,7 @@
-// The NULL device: compiles every kernel for its target and never runs one. Memory is host memory so
+// The NULL device: compiles every kernel for an AMD target and never runs one. Memory is host memory so
 // graphs can be built and scheduled; launches are no-ops. CI uses it to check generated code.
 #include "devices/cpu/cpu_impl.h"
+#include "devices/env.h"
 #include "devices/null/null_impl.h"
 
 #include <cstdlib>
@@ -13,8 +14,8 @@ namespace {
 class NullDevice final : public Device {
 public:
     const std::string& name() const override { return name_; }
-    // The renderer has an x86-64 backend today; the amdgcn one will make this the AMD target.
-    Target target() const override { return {Arch::X86_64, ""}; }
+    // An AMD target (TINYLLM_NULL_TARGET, default gfx1100): CI checks the generated amdgcn code.
+    Target target() const override { return {Arch::AMDGCN, env::null_target()}; }
     Memory alloc(size_t bytes) override {
         size_t rounded = (bytes + 63) / 64 * 64;
         void* p = std::aligned_alloc(64, rounded ? rounded : 64);

@@ -106,7 +106,7 @@ TEST_CASE("RoPE tables are computed once and shared by q and k") {
     REQUIRE(n_kernels() == 4);
 }
 
-TEST_CASE("the NULL device schedules and compiles kernels without running them") {
+TEST_CASE("the NULL device compiles amdgcn kernels without running them") {
     std::vector<float> v(12, 1.0f);
     Tensor x = Tensor::from_data(v.data(), v.size() * 4, {3, 4}, f32, "NULL");
     uint64_t compiles = stats().compiles, runs = stats().kernels_run;
@@ -116,4 +116,13 @@ TEST_CASE("the NULL device schedules and compiles kernels without running them")
     REQUIRE(last_schedule().size() == 3);
     REQUIRE(stats().compiles > compiles);          // LLVM compiled each new kernel for the NULL target
     REQUIRE(stats().kernels_run == runs + 3);      // launched (as no-ops)
+    // every kind of generated code: half types, transcendentals, integer math, gathers, reductions
+    std::vector<uint16_t> h(2 * 3 * 8, 0x3c00);
+    Tensor q = Tensor::from_data(h.data(), h.size() * 2, {2, 3, 8}, f16, "NULL");
+    Tensor r = rope(q, 3, 8, 10000.0, RopeLayout::NORM);
+    Tensor y2 = silu(rms_norm(r.reshape({2, 24}), 1e-5)).cast(bf16) + exp(q.reshape({2, 24})).cast(bf16);
+    Tensor idx = (Tensor::arange(24).cast(i32) * 7 % 24).reshape({1, 24}).expand({2, 24});
+    Tensor z = gather(y2.cast(f32), 1, idx).max(1) + log(q.cast(f32).sum({1, 2}));
+    z.realize();
+    REQUIRE(last_schedule().size() >= 4);
 }

@@ -1,0 +1,216 @@
+// AVX-512 attention over a KV cache with an online softmax, 16 keys at a time: the query heads that
+// share a KV head (grouped-query) are processed together so each key and value row is read from
+// memory once; dot products run along the head dimension and 16 of them are reduced at once.
+#include "devices/cpu/kernels/avx512_impl.h"
+
+#include <cmath>
+#include <utility>
+
+
+namespace cpu_kernels::avx512 {
+
+using gguf::Type;
+
+namespace {
+
+// e^x to about 1 ulp for x ≤ 0 (down to −∞, which gives 0): Cody-Waite reduction x = n·ln2 + r and a
+// degree-7 polynomial (Cephes' expf coefficients) for e^r.
+__m512 exp_ps(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // e^-104 is below the smallest subnormal
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+// Lane i of the result is the sum of the 16 lanes of v[i].
+[[gnu::always_inline]] inline __m512 sum16(const __m512 v[16]) {
+    __m512 a[8], b[4], c[2];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)  // per 128-bit lane: [v2i 0+2, v2i+1 0+2, v2i 1+3, v2i+1 1+3]
+        a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {  // per 128-bit lane: the lane's sums of v4i .. v4i+3
+        const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
+        b[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88), _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xdd));
+}
+
+__mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1); }
+
+constexpr int64_t kScratchSkew = 5 * 16;  // floats: 5 cache lines
+
+float max_f(float a, float b) { return a > b ? a : b; }  // inputs are never NaN; no libm call
+float exp_f(float x) { return _mm512_cvtss_f32(exp_ps(_mm512_set1_ps(x))); }
+
+// Rows j0 .. j0+n-1 of one KV head as f32 rows `stride` floats apart: the cache itself for F32, else
+// converted into buf (16·chunks floats per row, zero-padded).
+const float* cache_rows(const Attention& a, const void* base, int64_t pos_stride, int64_t off, int64_t j0, int n,
+                        int64_t dim, int64_t chunks, float* buf, int64_t& stride) {
+    if (a.kv_type == Type::F32) {
+        stride = pos_stride;
+        return static_cast<const float*>(base) + j0 * pos_stride + off;
+    }
+    stride = 16 * chunks;
+    for (int j = 0; j < n; j++) {
+        const uint16_t* h = static_cast<const uint16_t*>(base) + (j0 + j) * pos_stride + off;
+        for (int64_t c = 0; c < chunks; c++)
+            _mm512_store_ps(buf + j * stride + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(dim - 16 * c), h + 16 * c)));
+    }
+    return buf;
+}
+
+// The online-softmax state of one query head.
+struct HeadState {
+    float max, sum;
+    float* acc;  // Dv (in 16-float chunks)
+};
+
+// f(0), f(1), ..., f(N-1), unrolled at compile time.
+template <int N, class F>
+[[gnu::always_inline]] inline void unrolled(F&& f) {
+    [&]<int... I>(std::integer_sequence<int, I...>) { (f(I), ...); }(std::make_integer_sequence<int, N>{});
+}
+
+// One block of nb ≤ 16 keys for one query head: logits, softmax update, value accumulation. kKC / kVC:
+// head dims in 16-float chunks when known at compile time (unrolled, q and the accumulator in
+// registers), else 0: any dims, runtime loops with masks for the last chunk.
+template <int kKC, int kVC>
+void attend_block(const Attention& a, const float* q, const float* k, int64_t k_stride, const float* v,
+                  int64_t v_stride, int nb, int64_t kc, int64_t vc, HeadState& h) {
+    __m512 dots[16];
+    if constexpr (kKC != 0) {
+        __m512 qv[kKC];
+        unrolled<kKC>([&](int c) { qv[c] = _mm512_loadu_ps(q + 16 * c); });
+        unrolled<16>([&](int j) {
+            const float* row = k + (j < nb ? j : 0) * k_stride;  // past nb: a valid row, masked below
+            __m512 s = _mm512_mul_ps(qv[0], _mm512_loadu_ps(row));
+            unrolled<kKC - 1>([&](int c) { s = _mm512_fmadd_ps(qv[c + 1], _mm512_loadu_ps(row + 16 * (c + 1)), s); });
+            dots[j] = s;
+        });
+    } else {
+        for (int j = 0; j < 16; j++) {
+            const float* row = k + (j < nb ? j : 0) * k_stride;
+            __m512 s = _mm512_setzero_ps();
+            for (int64_t c = 0; c < kc; c++) {
+                const __mmask16 mask = tail_mask(a.head_dim_k - 16 * c);
+                s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, q + 16 * c), _mm512_maskz_loadu_ps(mask, row + 16 * c), s);
+            }
+            dots[j] = s;
+        }
+    }
+    const __mmask16 valid = tail_mask(nb);
+    const __m512 logits = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, _mm512_mul_ps(sum16(dots), _mm512_set1_ps(a.scale)));
+    const float new_max = max_f(h.max, _mm512_reduce_max_ps(logits));
+    const __m512 pv = _mm512_maskz_mov_ps(valid, exp_ps(_mm512_sub_ps(logits, _mm512_set1_ps(new_max))));
+    alignas(64) float p[16];
+    _mm512_store_ps(p, pv);
+    const float correction = exp_f(h.max - new_max);  // 0 on the first block (max = −∞)
+    h.sum = h.sum * correction + _mm512_reduce_add_ps(pv);
+    h.max = new_max;
+    if constexpr (kVC != 0) {
+        __m512 acc[kVC];
+        unrolled<kVC>([&](int c) { acc[c] = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * c), _mm512_set1_ps(correction)); });
+        for (int j = 0; j < nb; j++) {
+            const float* row = v + j * v_stride;
+            const __m512 pj = _mm512_set1_ps(p[j]);
+            unrolled<kVC>([&](int c) { acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(row + 16 * c), acc[c]); });
+        }
+        unrolled<kVC>([&](int c) { _mm512_store_ps(h.acc + 16 * c, acc[c]); });
+    } else {
+        for (int64_t c = 0; c < vc; c++) {
+            const __mmask16 mask = tail_mask(a.head_dim_v - 16 * c);
+            __m512 acc = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * c), _mm512_set1_ps(correction));
+            for (int j = 0; j < nb; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(mask, v + j * v_stride + 16 * c), acc);
+            _mm512_store_ps(h.acc + 16 * c, acc);
+        }
+    }
+}
+
+// Query token t, heads [h_begin, h_end), 16 keys at a time. For each block of keys the KV heads are
+// taken in turn: the block's K and V rows of one KV head are converted once and used by the query
+// heads that share it, and consecutive KV heads' rows are neighbours in a position-major cache, so
+// memory is read in order. mem: scratch for 16 K rows, 16 V rows and one accumulator per head.
+template <int kKC, int kVC>
+void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float* mem) {
+    const int64_t Dk = a.head_dim_k, Dv = a.head_dim_v, group = a.n_head / a.n_head_kv;
+    const int64_t kc = kKC ? kKC : (Dk + 15) / 16, vc = kVC ? kVC : (Dv + 15) / 16;
+    // The regions are kScratchSkew floats apart beyond their size: rows of K, V and the accumulators
+    // at equal offsets modulo 4 KiB would make loads wait on unrelated stores (4K aliasing).
+    float* kbuf = mem;
+    float* vbuf = kbuf + 16 * 16 * kc + kScratchSkew;
+    float* accs = vbuf + 16 * 16 * vc + kScratchSkew;
+    HeadState* heads = reinterpret_cast<HeadState*>(accs + a.n_head * 16 * vc);
+    for (int64_t h = h_begin; h < h_end; h++) {
+        heads[h - h_begin] = {-INFINITY, 0.0f, accs + (h - h_begin) * 16 * vc};
+        for (int64_t c = 0; c < 16 * vc; c++) heads[h - h_begin].acc[c] = 0.0f;
+    }
+    const int64_t pos = a.start_pos + t;
+    const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
+    const int64_t hk_begin = h_begin / group, hk_end = (h_end - 1) / group + 1;
+    const size_t elem = a.kv_type == Type::F32 ? 4 : 2;
+    const float* q = a.q + t * a.q_token_stride;
+    for (int64_t j0 = first; j0 <= pos; j0 += 16) {
+        const int nb = static_cast<int>(pos + 1 - j0 < 16 ? pos + 1 - j0 : 16);
+        for (int64_t hk = hk_begin; hk < hk_end; hk++) {
+            // fetch this KV head's rows of the next block now (the hardware prefetcher does not follow
+            // strided rows)
+            for (int64_t j = j0 + 16; j < j0 + 32 && j <= pos; j++) {
+                const char* kr = static_cast<const char*>(a.k) + (j * a.k_pos_stride + hk * a.k_head_stride) * elem;
+                const char* vr = static_cast<const char*>(a.v) + (j * a.v_pos_stride + hk * a.v_head_stride) * elem;
+                for (int64_t b = 0; b < Dk * static_cast<int64_t>(elem); b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
+                for (int64_t b = 0; b < Dv * static_cast<int64_t>(elem); b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
+            }
+            int64_t k_stride, v_stride;
+            const float* k = cache_rows(a, a.k, a.k_pos_stride, hk * a.k_head_stride, j0, nb, Dk, kc, kbuf, k_stride);
+            const float* v = cache_rows(a, a.v, a.v_pos_stride, hk * a.v_head_stride, j0, nb, Dv, vc, vbuf, v_stride);
+            const int64_t h0 = hk * group > h_begin ? hk * group : h_begin, h1 = (hk + 1) * group < h_end ? (hk + 1) * group : h_end;
+            for (int64_t h = h0; h < h1; h++)
+                attend_block<kKC, kVC>(a, q + h * a.q_head_stride, k, k_stride, v, v_stride, nb, kc, vc, heads[h - h_begin]);
+        }
+    }
+    for (int64_t h = h_begin; h < h_end; h++) {
+        const HeadState& st = heads[h - h_begin];
+        float scale = 1.0f / st.sum;
+        if (a.sinks) {  // the sink joins the denominator, carrying no value
+            const float sink = a.sinks[h], new_max = max_f(st.max, sink);
+            const float correction = exp_f(st.max - new_max);
+            scale = correction / (st.sum * correction + exp_f(sink - new_max));
+        }
+        float* out = a.out + t * a.out_token_stride + h * a.out_head_stride;
+        for (int64_t c = 0; c < vc; c++)
+            _mm512_mask_storeu_ps(out + 16 * c, tail_mask(Dv - 16 * c), _mm512_mul_ps(_mm512_load_ps(st.acc + 16 * c), _mm512_set1_ps(scale)));
+    }
+}
+
+}  // namespace
+
+void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
+    const int64_t kc = (a.head_dim_k + 15) / 16, vc = (a.head_dim_v + 15) / 16;
+    auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + a.n_head * 16 * vc + 2 * kScratchSkew) +
+                                                                  sizeof(HeadState) * a.n_head));
+    for (int64_t pair = pair_begin; pair < pair_end;) {  // the range's heads of one token at a time
+        const int64_t t = pair / a.n_head, h_begin = pair % a.n_head;
+        const int64_t h_end = (t + 1) * a.n_head < pair_end ? a.n_head : pair_end - t * a.n_head;
+        if (a.head_dim_k == 64 && a.head_dim_v == 64)
+            attend<4, 4>(a, t, h_begin, h_end, mem);
+        else if (a.head_dim_k == 128 && a.head_dim_v == 128)
+            attend<8, 8>(a, t, h_begin, h_end, mem);
+        else
+            attend<0, 0>(a, t, h_begin, h_end, mem);
+        pair += h_end - h_begin;
+    }
+}
+
+}  // namespace cpu_kernels::avx512

@@ -1,0 +1,59 @@
+// Scalar attention over a KV cache: causal, grouped-query, optional sliding window and per-head
+// sinks, with an online (streaming) softmax so one pass over the keys suffices.
+#include "devices/cpu/kernels/scalar_impl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cpu_kernels::scalar {
+
+using gguf::Type;
+
+namespace {
+
+float load(Type t, const void* base, int64_t i) {
+    return t == Type::F32 ? static_cast<const float*>(base)[i] : fp16_to_f32(static_cast<const uint16_t*>(base)[i]);
+}
+
+}  // namespace
+
+void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
+    const int64_t group = a.n_head / a.n_head_kv;
+    auto acc = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * a.head_dim_v));
+    for (int64_t pair = pair_begin; pair < pair_end; pair++) {
+        const int64_t t = pair / a.n_head, h = pair % a.n_head, hk = h / group;
+        const int64_t pos = a.start_pos + t;
+        const int64_t first = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+        const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;
+
+        float max = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+        std::fill(acc, acc + a.head_dim_v, 0.0f);
+        for (int64_t j = first; j <= pos; j++) {
+            const int64_t k_off = j * a.k_pos_stride + hk * a.k_head_stride;
+            float logit = 0.0f;
+            for (int64_t c = 0; c < a.head_dim_k; c++) logit += q[c] * load(a.kv_type, a.k, k_off + c);
+            logit *= a.scale;
+            if (logit > max) {  // rescale what was accumulated against the old maximum
+                const float correction = std::exp(max - logit);
+                sum *= correction;
+                for (int64_t c = 0; c < a.head_dim_v; c++) acc[c] *= correction;
+                max = logit;
+            }
+            const float p = std::exp(logit - max);
+            sum += p;
+            const int64_t v_off = j * a.v_pos_stride + hk * a.v_head_stride;
+            for (int64_t c = 0; c < a.head_dim_v; c++) acc[c] += p * load(a.kv_type, a.v, v_off + c);
+        }
+        if (a.sinks) {  // the sink joins the softmax denominator but carries no value
+            const float sink = a.sinks[h], new_max = std::max(max, sink);
+            const float correction = std::exp(max - new_max);
+            sum = sum * correction + std::exp(sink - new_max);
+            for (int64_t c = 0; c < a.head_dim_v; c++) acc[c] *= correction;
+        }
+        float* out = a.out + t * a.out_token_stride + h * a.out_head_stride;
+        for (int64_t c = 0; c < a.head_dim_v; c++) out[c] = acc[c] / sum;
+    }
+}
+
+}  // namespace cpu_kernels::scalar

@@ -1,0 +1,241 @@
+// The public entry points: instruction-set detection, argument checks, and routing to the active
+// variant's kernels or to the generic path (dequantize a tile of rows with gguf's type table, then
+// multiply in F32).
+#include "devices/cpu/kernels/kernels_impl.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace cpu_kernels {
+
+using gguf::Type;
+
+// ---- instruction sets ------------------------------------------------------------------------------
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::SCALAR: return "scalar";
+        case Isa::AVX2: return "avx2";
+        case Isa::AVX512: return "avx512";
+    }
+    return "?";
+}
+
+bool isa_supported(Isa isa) {
+    // libgcc's cpu model checks both cpuid and the OS-enabled register state (xgetbv).
+    __builtin_cpu_init();
+    switch (isa) {
+        case Isa::SCALAR: return true;
+        case Isa::AVX2:
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        case Isa::AVX512:
+            return isa_supported(Isa::AVX2) && __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq") &&
+                   __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+    }
+    return false;
+}
+
+Isa best_isa() {
+    static const Isa best = isa_supported(Isa::AVX512) ? Isa::AVX512
+                            : isa_supported(Isa::AVX2) ? Isa::AVX2
+                                                       : Isa::SCALAR;
+    return best;
+}
+
+namespace {
+
+Isa isa_from_env() {
+    const char* env = std::getenv("TINYLLM_CPU_ISA");
+    if (!env || !*env) return best_isa();
+    for (Isa isa : {Isa::SCALAR, Isa::AVX2, Isa::AVX512})
+        if (std::string(env) == isa_name(isa)) {
+            if (!isa_supported(isa))
+                throw Error(std::string("[cpu_kernels] TINYLLM_CPU_ISA=") + env + ": not supported by this CPU");
+            return isa;
+        }
+    throw Error(std::string("[cpu_kernels] TINYLLM_CPU_ISA=") + env + ": expected scalar, avx2 or avx512");
+}
+
+Isa& active_isa_ref() {
+    static Isa isa = isa_from_env();
+    return isa;
+}
+
+const Kernels& active_kernels() {
+    switch (active_isa()) {
+        case Isa::AVX512: return avx512::kernels;
+        case Isa::AVX2: return avx2::kernels;
+        case Isa::SCALAR: break;
+    }
+    return scalar::kernels;
+}
+
+}  // namespace
+
+Isa active_isa() { return active_isa_ref(); }
+
+void set_active_isa(Isa isa) {
+    if (!isa_supported(isa)) throw Error(std::string("[cpu_kernels] ") + isa_name(isa) + ": not supported by this CPU");
+    active_isa_ref() = isa;
+}
+
+// ---- activations -----------------------------------------------------------------------------------
+
+namespace {
+
+// Errors name the kernel and, where one is involved, the type. Messages are built only on failure:
+// these checks run on every call.
+[[noreturn]] void fail(const char* kernel, const std::string& detail) {
+    throw Error(std::string("[cpu_kernels.") + kernel + "] " + detail);
+}
+
+std::string type_label(Type t) {
+    const gguf::TypeTraits* traits = gguf::type_traits(static_cast<uint32_t>(t));
+    return traits ? traits->name : "type id " + std::to_string(static_cast<uint32_t>(t));
+}
+
+}  // namespace
+
+bool has_hand_kernel(Type t) {
+    return t == Type::F32 || t == Type::F16 || t == Type::BF16 || quant_layout(t) != nullptr;
+}
+
+Type activation_type(Type t) {
+    switch (t) {
+        case Type::F16: return Type::F16;
+        case Type::BF16: return Type::BF16;
+        case Type::Q8_0: case Type::Q4_0: case Type::Q5_0: case Type::IQ4_NL: return Type::Q8_0;
+        case Type::Q4_1: case Type::Q5_1: return Type::Q8_1;
+        case Type::Q2_K: case Type::Q3_K: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K:
+        case Type::IQ4_XS: return Type::Q8_K;
+        default: return Type::F32;
+    }
+}
+
+int64_t activation_row_bytes(Type weight_type, int64_t n_cols) {
+    auto bytes = gguf::row_bytes(activation_type(weight_type), n_cols);
+    if (!bytes || n_cols <= 0)
+        fail("activation_row_bytes", type_label(weight_type) + ": n_cols " + std::to_string(n_cols) +
+                                         " does not fit the activation block size");
+    return static_cast<int64_t>(*bytes);
+}
+
+
+void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
+                   int64_t row_end) {
+    auto error = [&](const std::string& detail) { fail("quantize_rows", type_label(act) + ": " + detail); };
+    if (act != Type::F32 && act != Type::F16 && act != Type::BF16 && act != Type::Q8_0 && act != Type::Q8_1 &&
+        act != Type::Q8_K)
+        error("not an activation format (expected f32, f16, bf16, q8_0, q8_1 or q8_K)");
+    if (n_cols <= 0 || !gguf::row_bytes(act, n_cols))
+        error("n_cols " + std::to_string(n_cols) + " is not a positive multiple of the block size");
+    if (row_begin < 0 || row_end < row_begin) error("bad row range");
+    if (row_end == row_begin) return;
+    if (!x || !out) error("null pointer");
+    if (x_stride < n_cols) error("x_stride smaller than n_cols");
+    active_kernels().quantize_rows(act, x, x_stride, n_cols, out, row_begin, row_end);
+}
+
+// ---- matrix products -------------------------------------------------------------------------------
+
+void validate(const Matmul& m) {
+    const gguf::TypeTraits* traits = gguf::type_traits(static_cast<uint32_t>(m.type));
+    if (!traits) fail("matmul", "unknown weight type id " + std::to_string(static_cast<uint32_t>(m.type)));
+    auto error = [&](const std::string& detail) { fail("matmul", std::string(traits->name) + ": " + detail); };
+    if (!has_hand_kernel(m.type) && !traits->dequantize) error("no hand kernel and no dequantizer for the generic path");
+    if (m.n_rows < 0 || m.n_tokens < 0) error("negative n_rows or n_tokens");
+    if (m.n_cols <= 0 || m.n_cols % traits->block_size != 0)
+        error("n_cols " + std::to_string(m.n_cols) + " is not a positive multiple of " + std::to_string(traits->block_size));
+    if (!gguf::row_bytes(activation_type(m.type), m.n_cols))
+        error("n_cols " + std::to_string(m.n_cols) + " does not fit the activation block size");
+    if (m.y_stride < m.n_rows) error("y_stride " + std::to_string(m.y_stride) + " < n_rows");
+    if (m.n_rows > 0 && m.n_tokens > 0 && (!m.w || !m.x || !m.y)) error("null pointer");
+}
+
+void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end) {
+    const Kernels& k = active_kernels();
+    const size_t row_bytes = *gguf::row_bytes(m.type, m.n_cols);
+    const int64_t tile_rows = kMatmulRowAlign;
+    auto tile = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * tile_rows * m.n_cols));
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
+        const int64_t n = std::min(tile_rows, row_end - r0);
+        for (int64_t r = 0; r < n; r++)
+            dequantize(static_cast<const uint8_t*>(m.w) + (r0 + r) * row_bytes, tile + r * m.n_cols, m.n_cols);
+        Matmul part = m;
+        part.type = Type::F32, part.w = tile, part.n_rows = n, part.y = m.y + r0;
+        k.matmul(part, 0, n);
+    }
+}
+
+void matmul(const Matmul& m, int64_t row_begin, int64_t row_end) {
+    validate(m);
+    if (row_begin < 0 || row_end < row_begin || row_end > m.n_rows)
+        fail("matmul", "row range [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside 0.." +
+                           std::to_string(m.n_rows));
+    if (row_end == row_begin || m.n_tokens == 0) return;
+    if (has_hand_kernel(m.type))
+        active_kernels().matmul(m, row_begin, row_end);
+    else
+        matmul_generic(m, gguf::type_traits(m.type).dequantize, row_begin, row_end);
+}
+
+// ---- attention -------------------------------------------------------------------------------------
+
+void validate(const Attention& a) {
+    auto error = [](const std::string& detail) { fail("attention", detail); };
+    if (a.kv_type != Type::F32 && a.kv_type != Type::F16) error("KV cache type " + type_label(a.kv_type) + ": expected f32 or f16");
+    if (a.n_tokens < 0 || a.start_pos < 0) error("negative n_tokens or start_pos");
+    if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0)
+        error("n_head " + std::to_string(a.n_head) + " is not a positive multiple of n_head_kv " + std::to_string(a.n_head_kv));
+    if (a.head_dim_k <= 0 || a.head_dim_v <= 0) error("head dims must be positive");
+    if (a.window < 0) error("negative window");
+    if (a.n_tokens > 0 && (!a.q || !a.k || !a.v || !a.out)) error("null pointer");
+}
+
+void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
+    validate(a);
+    if (pair_begin < 0 || pair_end < pair_begin || pair_end > a.n_tokens * a.n_head)
+        fail("attention", "pair range [" + std::to_string(pair_begin) + ", " + std::to_string(pair_end) + ") outside 0.." +
+                              std::to_string(a.n_tokens * a.n_head));
+    if (pair_end == pair_begin) return;
+    active_kernels().attention(a, pair_begin, pair_end);
+}
+
+size_t bytes_per_row(Type t, int64_t n) { return static_cast<size_t>(*gguf::row_bytes(t, n)); }
+
+// ---- per-thread scratch ----------------------------------------------------------------------------
+
+namespace {
+
+struct ScratchBuffers {
+    void* ptr[static_cast<int>(ScratchSlot::COUNT)] = {};
+    size_t size[static_cast<int>(ScratchSlot::COUNT)] = {};
+    ~ScratchBuffers() {
+        for (void* p : ptr) std::free(p);
+    }
+};
+
+}  // namespace
+
+void* scratch(ScratchSlot slot, size_t bytes) {
+    thread_local ScratchBuffers buffers;
+    const int i = static_cast<int>(slot);
+    if (buffers.size[i] < bytes) {
+        std::free(buffers.ptr[i]);
+        const size_t rounded = (bytes + 63) / 64 * 64;  // aligned_alloc wants a multiple of the alignment
+        buffers.ptr[i] = std::aligned_alloc(64, rounded);
+        if (!buffers.ptr[i]) {
+            buffers.size[i] = 0;
+            throw std::bad_alloc();
+        }
+        buffers.size[i] = rounded;
+    }
+    return buffers.ptr[i];
+}
+
+}  // namespace cpu_kernels

@@ -1,0 +1,101 @@
+// Hand-written CPU kernels: activation quantizers, quantized matrix-vector / matrix-matrix products
+// and attention over a KV cache. Single-threaded functions over a range of output rows (or of
+// (token, head) pairs); the engine splits the range across its thread pool. AVX-512, AVX2 and scalar
+// variants, chosen at run time.
+#pragma once
+
+#include "gguf/types.h"
+
+#include <cstdint>
+#include <stdexcept>
+
+namespace cpu_kernels {
+
+// Bad arguments (unsupported type, sizes that do not fit the block size, ...). The message starts with
+// the kernel's name: "[cpu_kernels.matmul] q4_K: n_cols 100 is not a multiple of 256".
+struct Error : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
+// ---- instruction sets ----------------------------------------------------------------------------
+
+enum class Isa { SCALAR, AVX2, AVX512 };  // AVX2 means AVX2+FMA+F16C; AVX512 means F+BW+DQ+VL+VNNI+BF16
+
+const char* isa_name(Isa isa);
+bool isa_supported(Isa isa);   // by this CPU and OS (cpuid + xgetbv)
+Isa best_isa();                // the best supported one
+// The variant every kernel call uses: best_isa(), or TINYLLM_CPU_ISA=scalar|avx2|avx512 when set.
+Isa active_isa();
+// Override for tests and benchmarks (not thread-safe against running kernels); throws if unsupported.
+void set_active_isa(Isa isa);
+
+// ---- activations ---------------------------------------------------------------------------------
+
+// The format a weight type multiplies against, as in ggml's CPU vec_dot pairs: Q8_0 for Q8_0, Q4_0,
+// Q5_0, IQ4_NL; Q8_1 for Q4_1, Q5_1; Q8_K for the K-quants and IQ4_XS; F16 for F16; BF16 for BF16;
+// F32 for F32 and for every type on the generic (dequantize, then multiply) path.
+gguf::Type activation_type(gguf::Type weight_type);
+bool has_hand_kernel(gguf::Type weight_type);  // false: the generic path (needs gguf's dequantizer)
+
+// Bytes of one activation row of n_cols values in activation_type(weight_type).
+int64_t activation_row_bytes(gguf::Type weight_type, int64_t n_cols);
+
+// Rows [row_begin, row_end) of x (n_rows, n_cols) f32, row stride x_stride floats, into `out` (rows of
+// activation_row_bytes each) in format `act`: Q8_0, Q8_1, Q8_K, F16, BF16 or F32. Bit-exact with ggml's
+// reference quantizers (Q8_0/Q8_1 round half away from zero, Q8_K and F16/BF16 to nearest even) on
+// every variant, ties included (only the payload bits of a NaN converted to F16 may differ).
+void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,
+                   int64_t row_begin, int64_t row_end);
+
+// ---- matrix products -----------------------------------------------------------------------------
+
+// y[t][r] = Σ_c W[r][c] · x[t][c]
+struct Matmul {
+    gguf::Type type = gguf::Type::F32;  // weight type
+    const void* w = nullptr;            // (n_rows, n_cols) rows of gguf::row_bytes(type, n_cols) bytes
+    int64_t n_rows = 0;
+    int64_t n_cols = 0;                 // a multiple of the type's block size
+    const void* x = nullptr;            // (n_tokens, n_cols) rows in activation_type(type), packed
+    int64_t n_tokens = 0;
+    float* y = nullptr;                 // (n_tokens, y_stride): y[t * y_stride + r]
+    int64_t y_stride = 0;               // ≥ n_rows
+};
+
+// Checks sizes and types; throws Error. matmul() calls it too.
+void validate(const Matmul& m);
+
+// Output rows [row_begin, row_end) for every token. Ranges that start at multiples of
+// kMatmulRowAlign run fastest (one tile of rows). Few tokens stream the weights once per 4 tokens;
+// from 5 (quantized) or 8 (float) tokens on, rows are packed into tiles that serve every token.
+constexpr int64_t kMatmulRowAlign = 16;
+void matmul(const Matmul& m, int64_t row_begin, int64_t row_end);
+
+// ---- attention -----------------------------------------------------------------------------------
+
+// Causal attention of n_tokens query tokens at positions start_pos .. start_pos+n_tokens-1 over a KV
+// cache holding positions 0 .. start_pos+n_tokens-1 (the new keys/values already stored).
+// Grouped-query: query head h reads KV head h / (n_head / n_head_kv). Strides are in elements.
+struct Attention {
+    const float* q = nullptr;         // (n_tokens, n_head, head_dim_k)
+    int64_t q_token_stride = 0, q_head_stride = 0;
+    gguf::Type kv_type = gguf::Type::F32;  // F32 or F16, for both caches
+    const void* k = nullptr;          // (n_kv, n_head_kv, head_dim_k)
+    int64_t k_pos_stride = 0, k_head_stride = 0;
+    const void* v = nullptr;          // (n_kv, n_head_kv, head_dim_v)
+    int64_t v_pos_stride = 0, v_head_stride = 0;
+    float* out = nullptr;             // (n_tokens, n_head, head_dim_v)
+    int64_t out_token_stride = 0, out_head_stride = 0;
+    int64_t n_tokens = 0, start_pos = 0;
+    int64_t n_head = 0, n_head_kv = 0;
+    int64_t head_dim_k = 0, head_dim_v = 0;  // may differ (MLA)
+    float scale = 1.0f;               // logits = scale · q·k
+    int64_t window = 0;               // > 0: query at p sees keys at p-window+1 .. p (sliding window)
+    const float* sinks = nullptr;     // (n_head) or null: per-head sink logit, in the softmax sum only
+};
+
+void validate(const Attention& a);
+
+// Query (token, head) pairs [pair_begin, pair_end), pair = t * n_head + h.
+void attention(const Attention& a, int64_t pair_begin, int64_t pair_end);
+
+}  // namespace cpu_kernels

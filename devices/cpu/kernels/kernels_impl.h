@@ -1,0 +1,71 @@
+// Internals of the CPU kernels: one table of entry points per instruction-set variant, the common
+// "codes and scales" view of the quantized weight types, and per-thread scratch memory.
+//
+// Each variant lives in files compiled with its own -m flags (*_avx512.cpp, *_avx2.cpp) and in a
+// namespace of its own (cpu_kernels::avx512, ::avx2) whose headers only those files include. They
+// must not instantiate inline code that baseline files also use (std containers, std::optional,
+// ...): the linker keeps one copy of such code, and a scalar caller could end up running AVX-512
+// instructions. So they call out-of-line helpers like bytes_per_row() instead.
+#pragma once
+
+#include "devices/cpu/kernels/kernels.h"
+#include "gguf/blocks.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cpu_kernels {
+
+// Bytes of a row of n elements of type t (a valid size: checked by the caller).
+size_t bytes_per_row(gguf::Type t, int64_t n);
+
+// Entry points of one variant. Arguments are validated by the caller (dispatch.cpp).
+struct Kernels {
+    void (*quantize_rows)(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,
+                          int64_t row_begin, int64_t row_end);
+    // Every type with has_hand_kernel(type), F32/F16/BF16 included.
+    void (*matmul)(const Matmul& m, int64_t row_begin, int64_t row_end);
+    void (*attention)(const Attention& a, int64_t pair_begin, int64_t pair_end);
+};
+
+namespace scalar { extern const Kernels kernels; }
+namespace avx2 { extern const Kernels kernels; }
+namespace avx512 { extern const Kernels kernels; }
+
+// The generic path with an explicit dequantizer: rows dequantized 16 at a time into F32, multiplied by
+// the active variant's F32 kernel. m.x holds F32 activations. (matmul() uses gguf's dequantizer.)
+void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end);
+
+// ---- the common view of the quantized types --------------------------------------------------------
+//
+// Every hand-kernel type decodes to unsigned 8-bit codes u and, per group of `group` elements, a
+// scale s and an offset o:   w[i] = s[g] · (u[i] − zero) + o[g],   g = i / group.
+// With activations x[i] = d_x[g] · q[i] (Q8 blocks) the dot product of one group is
+//   s[g] · d_x[g] · Σ (u − zero)·q  +  o[g] · d_x[g] · Σ q
+// where the integer sum is exact (vpdpbusd multiplies unsigned by signed bytes) and Σ q comes with
+// the activation (Q8_K bsums, Q8_1 s) or is computed once per activation row.
+struct QuantLayout {
+    int group = 32;        // elements per scale: 16 or 32
+    int zero = 0;          // subtracted from every code
+    bool has_min = false;  // o[g] is not always 0
+};
+
+// Layout of a hand-kernel quantized type; nullptr for float and generic-path types.
+const QuantLayout* quant_layout(gguf::Type t);
+
+// Reference decoding of one block into codes, per-group scales and offsets (scalar, exact).
+// u: block_size bytes; s, o: block_size / group floats.
+using DecodeBlockFn = void (*)(const void* block, uint8_t* u, float* s, float* o);
+DecodeBlockFn decode_block_fn(gguf::Type t);
+
+// ---- per-thread scratch -----------------------------------------------------------------------------
+
+// A 64-byte-aligned buffer of at least `bytes`, owned by the calling thread, reused across calls.
+// Slots let one call hold several buffers at once.
+enum class ScratchSlot { ACTIVATIONS, WEIGHTS, TILE, COUNT };
+void* scratch(ScratchSlot slot, size_t bytes);
+
+// Half-precision conversion for scalar code (gguf has the reference conversions).
+float fp16_to_f32(uint16_t h);
+
+}  // namespace cpu_kernels

@@ -1,0 +1,164 @@
+// Matrix products on random matrices of odd sizes against a naive dequantize-and-dot reference in
+// double, for every weight type with a hand kernel and every instruction-set variant; and the errors
+// for bad arguments.
+#include "devices/cpu/kernels/kernels.h"
+#include "kernels_test.h"
+
+#include <thread>
+
+using namespace kernels_test;
+namespace ck = cpu_kernels;
+
+namespace {
+
+const Type kTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q8_0, Type::Q4_0,   Type::Q4_1,
+                       Type::Q5_0, Type::Q5_1, Type::IQ4_NL, Type::IQ4_XS, Type::Q2_K, Type::Q3_K,
+                       Type::Q4_K, Type::Q5_K, Type::Q6_K};
+
+struct Case {
+    int64_t n_rows, n_cols, n_tokens;
+};
+
+// Runs y = W·x for rows [0, n_rows) in two unaligned pieces into a y wider than n_rows, and checks
+// every value against the reference and that the padding columns stay untouched.
+void check_matmul(Type type, const Case& c, uint64_t seed) {
+    Rng rng(seed);
+    const std::vector<uint8_t> w = random_weights(rng, type, c.n_rows, c.n_cols);
+    const std::vector<float> xf = random_floats(rng, c.n_tokens * c.n_cols);
+    const Type act = ck::activation_type(type);
+    const int64_t x_row = ck::activation_row_bytes(type, c.n_cols);
+    std::vector<uint8_t> x(c.n_tokens * x_row);
+    ck::quantize_rows(act, xf.data(), c.n_cols, c.n_cols, x.data(), 0, c.n_tokens);
+
+    const int64_t y_stride = c.n_rows + 3;
+    std::vector<float> y(c.n_tokens * y_stride, -12345.0f);
+    ck::Matmul m;
+    m.type = type, m.w = w.data(), m.n_rows = c.n_rows, m.n_cols = c.n_cols;
+    m.x = x.data(), m.n_tokens = c.n_tokens, m.y = y.data(), m.y_stride = y_stride;
+    const int64_t split = c.n_rows / 3;
+    ck::matmul(m, split, c.n_rows);
+    ck::matmul(m, 0, split);
+
+    const size_t w_row = *gguf::row_bytes(type, c.n_cols);
+    int64_t bad = 0;
+    for (int64_t t = 0; t < c.n_tokens; t++) {
+        for (int64_t r = 0; r < c.n_rows; r++) {
+            const RefDot ref = reference_dot(type, &w[r * w_row], &x[t * x_row], c.n_cols);
+            const float got = y[t * y_stride + r];
+            if (!(std::fabs(got - ref.value) <= 1e-5 * ref.abs_sum + 1e-30)) {
+                if (bad++ < 3) FAIL_CHECK("token " << t << " row " << r << ": " << got << " vs " << ref.value << " (Σ|w·x| " << ref.abs_sum << ")");
+            }
+        }
+        for (int64_t r = c.n_rows; r < y_stride; r++) CHECK(y[t * y_stride + r] == -12345.0f);
+    }
+    CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("matmul of random matrices matches the dequantize-and-dot reference, every type and variant") {
+    for (Isa isa : supported_isas()) {
+        ActiveIsa active(isa);
+        for (Type type : kTypes) {
+            const int64_t block = gguf::type_traits(type).block_size;
+            // columns: a few blocks, and for 32-element blocks an odd count (not a whole 64-element unit)
+            std::vector<int64_t> cols = block == 256 ? std::vector<int64_t>{512} : std::vector<int64_t>{320, 224, 96};
+            if (block == 1) cols = {256, 100, 37};
+            for (int64_t n_cols : cols)
+                for (int64_t n_tokens : {1, 3, 17}) {
+                    INFO(ck::isa_name(isa) << " " << gguf::type_name(type) << " cols " << n_cols << " tokens " << n_tokens);
+                    check_matmul(type, {37, n_cols, n_tokens}, 1000 + n_cols + n_tokens);
+                }
+        }
+    }
+}
+
+TEST_CASE("matmul over long rows (split into column slices) matches the reference") {
+    for (Isa isa : supported_isas()) {
+        ActiveIsa active(isa);
+        for (Type type : {Type::F16, Type::BF16, Type::Q8_0, Type::Q4_K, Type::Q6_K}) {
+            INFO(ck::isa_name(isa) << " " << gguf::type_name(type));
+            check_matmul(type, {20, 2560, 9}, 7);
+        }
+    }
+}
+
+TEST_CASE("matmul rejects bad arguments with a message naming the kernel") {
+    std::vector<uint8_t> w(4096), x(4096);
+    std::vector<float> y(64);
+    ck::Matmul m;
+    m.type = Type::Q4_K, m.w = w.data(), m.n_rows = 2, m.n_cols = 100, m.x = x.data(), m.n_tokens = 1;
+    m.y = y.data(), m.y_stride = 2;
+    CHECK_THROWS_WITH(ck::matmul(m, 0, 2), Catch::StartsWith("[cpu_kernels.matmul] q4_K: n_cols 100 is not a positive multiple of 256"));
+    m.n_cols = 256;
+    CHECK_THROWS_WITH(ck::matmul(m, 0, 3), Catch::Contains("row range [0, 3) outside 0..2"));
+    m.y_stride = 1;
+    CHECK_THROWS_WITH(ck::matmul(m, 0, 2), Catch::Contains("y_stride 1 < n_rows"));
+    m.y_stride = 2, m.type = Type::I32;
+    CHECK_THROWS_WITH(ck::matmul(m, 0, 2), Catch::Contains("i32: no hand kernel and no dequantizer"));
+    m.type = static_cast<Type>(1000);
+    CHECK_THROWS_WITH(ck::matmul(m, 0, 2), Catch::Contains("unknown weight type id 1000"));
+    m.type = Type::Q8_0, m.n_cols = 32, m.x = nullptr;
+    CHECK_THROWS_WITH(ck::matmul(m, 0, 2), Catch::Contains("null pointer"));
+    CHECK_THROWS_AS(ck::quantize_rows(Type::Q4_0, nullptr, 32, 32, nullptr, 0, 1), ck::Error);
+    CHECK_THROWS_WITH(ck::quantize_rows(Type::Q8_K, y.data(), 32, 32, x.data(), 0, 1),
+                      Catch::StartsWith("[cpu_kernels.quantize_rows] q8_K: n_cols 32"));
+}
+
+TEST_CASE("activation quantizers agree across variants on exact ties, zeros and odd row counts") {
+    // Values at exactly k + 0.5 times the step: roundf (Q8_0/Q8_1) and round-to-even (Q8_K) differ there.
+    Rng rng(3);
+    const int64_t n_rows = 7, n_cols = 512;
+    std::vector<float> x = random_floats(rng, n_rows * n_cols);
+    for (int64_t i = 0; i < n_cols; i++) {
+        x[i] = (i % 32 == 0) ? 127.0f : static_cast<float>(i % 61) - 30.5f;  // row 0: ties against amax 127
+        x[n_cols + i] = 0.0f;                                                // row 1: all zero
+        x[2 * n_cols + i] = (i % 256 == 3) ? -127.0f : static_cast<float>(i % 37) - 17.5f;
+    }
+    x[3 * n_cols + 7] = std::ldexp(1.0f, -140);  // a subnormal
+    for (Type act : {Type::Q8_0, Type::Q8_1, Type::Q8_K, Type::F16, Type::BF16}) {
+        const size_t row_bytes = *gguf::row_bytes(act, n_cols);
+        std::vector<uint8_t> want(n_rows * row_bytes);
+        {
+            ActiveIsa scalar(Isa::SCALAR);
+            ck::quantize_rows(act, x.data(), n_cols, n_cols, want.data(), 0, n_rows);
+        }
+        for (Isa isa : supported_isas()) {
+            ActiveIsa active(isa);
+            std::vector<uint8_t> got(n_rows * row_bytes, 0xAA);
+            ck::quantize_rows(act, x.data(), n_cols, n_cols, got.data(), 0, n_rows);
+            INFO(ck::isa_name(isa) << " " << gguf::type_name(act));
+            CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
+        }
+    }
+}
+
+TEST_CASE("matmul split over threads gives the same bits as one call") {
+    // The engine splits rows across its thread pool; each row must not depend on the split.
+    for (Isa isa : supported_isas()) {
+        ActiveIsa active(isa);
+        for (Type type : {Type::F16, Type::Q8_0, Type::Q4_K}) {
+            for (int64_t n_tokens : {1, 9}) {
+                Rng rng(11);
+                const int64_t n_rows = 100, n_cols = 512;
+                const std::vector<uint8_t> w = random_weights(rng, type, n_rows, n_cols);
+                const std::vector<float> xf = random_floats(rng, n_tokens * n_cols);
+                std::vector<uint8_t> x(n_tokens * ck::activation_row_bytes(type, n_cols));
+                ck::quantize_rows(ck::activation_type(type), xf.data(), n_cols, n_cols, x.data(), 0, n_tokens);
+                ck::Matmul m;
+                m.type = type, m.w = w.data(), m.n_rows = n_rows, m.n_cols = n_cols;
+                m.x = x.data(), m.n_tokens = n_tokens, m.y_stride = n_rows;
+                std::vector<float> one(n_tokens * n_rows), split(n_tokens * n_rows);
+                m.y = one.data();
+                ck::matmul(m, 0, n_rows);
+                m.y = split.data();
+                std::vector<std::thread> threads;
+                for (int64_t r0 : {0, 16, 48})  // uneven, unaligned ends
+                    threads.emplace_back([&m, r0, n_rows] { ck::matmul(m, r0, r0 == 48 ? n_rows : r0 == 0 ? 16 : 48); });
+                for (auto& th : threads) th.join();
+                INFO(ck::isa_name(isa) << " " << gguf::type_name(type) << " tokens " << n_tokens);
+                CHECK(std::memcmp(one.data(), split.data(), one.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
