@@ -124,7 +124,7 @@ void read_moe(const gguf::File& f, ModelConfig& c) {
         // Without the key llama.cpp assumes sigmoid for GLM-4.5 and softmax for DeepSeek-V2.
         Gating fallback = a == "glm4moe" ? Gating::SIGMOID : Gating::SOFTMAX;
         m.gating = gating ? static_cast<Gating>(gating) : fallback;
-        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false);
+        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false) || a == "kimi-linear";  // llama.cpp: always for kimi
         // DeepSeek-V3 and its descendants carry a selection bias; V2 does not.
         m.selection_bias = f.find_tensor("blk." + std::to_string(m.n_leading_dense) + ".exp_probs_b.bias") != nullptr;
     }
@@ -175,6 +175,21 @@ const char* layer_kind_name(LayerKind k) {
     case LayerKind::KDA: return "kda";
     }
     return "?";
+}
+
+int64_t recurrent_state_bytes(const ModelConfig& c) {
+    int64_t floats = 0;
+    for (LayerKind k : c.layer_kind) {
+        if (k == LayerKind::GATED_DELTA_NET) {
+            const int64_t dv = c.ssm.n_v_head > 0 ? c.ssm.d_inner / c.ssm.n_v_head : 0;
+            const int64_t channels = 2 * int64_t(c.ssm.n_group) * c.ssm.d_state + c.ssm.d_inner;
+            floats += (c.ssm.conv_kernel - 1) * channels + int64_t(c.ssm.n_v_head) * dv * c.ssm.d_state;
+        } else if (k == LayerKind::KDA) {
+            const int64_t hd = int64_t(c.n_head) * c.ssm.kda_head_dim;
+            floats += (c.ssm.conv_kernel - 1) * 3 * hd + hd * c.ssm.kda_head_dim;
+        }
+    }
+    return floats * int64_t(sizeof(float));
 }
 
 ModelConfig read_config(const gguf::File& f) {
@@ -246,6 +261,7 @@ ModelConfig read_config(const gguf::File& f) {
         c.ssm.n_group = f.get<int32_t>(".ssm.group_count");
         c.ssm.n_v_head = f.get<int32_t>(".ssm.time_step_rank");
         c.ssm.d_inner = f.get<int32_t>(".ssm.inner_size");
+        c.ssm.qk_heads_interleaved = a == "qwen3next";
     }
     if (a == "kimi-linear") {
         for (int il = 0; il < c.n_layer; il++) c.layer_kind[il] = kv[il] == 0 ? LayerKind::KDA : LayerKind::MLA;

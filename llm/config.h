@@ -65,6 +65,8 @@ struct SsmConfig {
     int n_group = 0;             // k/q heads (ssm.group_count)
     int n_v_head = 0;            // v heads (ssm.time_step_rank)
     int d_inner = 0;             // v heads × v head dim (ssm.inner_size)
+    bool qk_heads_interleaved = false;  // v head h reads q/k head h / (n_v_head / n_group) (qwen3next),
+                                        // else h % n_group (qwen35: its converter orders the v heads so)
     int kda_head_dim = 0;        // Kimi delta attention head dim
 };
 
@@ -106,5 +108,9 @@ struct ModelConfig {
 ModelConfig read_config(const gguf::File& file);
 
 const char* layer_kind_name(LayerKind k);
+
+// Bytes of recurrent state (short-convolution inputs + delta-rule state, f32) one sequence carries in
+// the GatedDeltaNet / KDA layers; 0 for attention-only models. A session's checkpoints cost this each.
+int64_t recurrent_state_bytes(const ModelConfig& c);
 
 }  // namespace llm

@@ -2,6 +2,8 @@
 #include "golden.h"
 
 #include "common/test_data.h"
+#include "engine/tensor.h"
+#include "gguf/blocks.h"
 #include "llm/session.h"
 
 #include <algorithm>
@@ -51,6 +53,30 @@ Tolerance tolerance(const std::string& stem, bool ggml_like) {
     tol.outliers = row.value("outliers", 0);
     tol.outlier_cap = row.value("outlier_cap", 0.0);
     return tol;
+}
+
+bool ggml_like_activations(const std::string& stem) {
+    std::string type = file_type_of(stem);
+    if (type == "f32") return true;
+    // y = w · x with w = e_1 exactly representable and x[1] = 0.3 (not an F16 value, nor a multiple of
+    // x's Q8_0 block scale 1/127): a rounded activation moves y by ~1e-4 relative or more.
+    std::vector<float> x(32, 0.0f);
+    x[0] = 1.0f, x[1] = 0.3f;
+    engine::Tensor w;
+    if (type == "f16") {
+        std::vector<uint16_t> h(32, gguf::f32_to_f16(0.0f));
+        h[1] = gguf::f32_to_f16(1.0f);
+        w = engine::Tensor::from_data(h.data(), h.size() * 2, {1, 32}, engine::f16);
+    } else if (type == "q8_0") {
+        gguf::block_q8_0 b{};
+        b.d = gguf::f32_to_f16(1.0f);
+        b.qs[1] = 1;
+        w = engine::Tensor::from_data(&b, sizeof b, {1, 32}, engine::DType::from_gguf(gguf::Type::Q8_0));
+    } else {
+        return false;
+    }
+    float y = engine::linear(engine::Tensor::from_vector(x, {1, 32}), w).item<float>();
+    return std::fabs(y - 0.3f) > 1e-5f;
 }
 
 std::string CaseReport::describe() const {

@@ -23,6 +23,11 @@ nlohmann::json load(const std::string& model_stem);
 // the row for implementations that quantize activations like ggml (Q8_0 blocks before Q8_0 weights).
 Tolerance tolerance(const std::string& model_stem, bool ggml_like);
 
+// Whether our matmuls treat activations as ggml does for the weights of `model_stem`'s file type: F32
+// stays F32; F16 and Q8_0 weights see activations rounded to F16 / Q8_0 blocks first. Measured by
+// multiplying a value those formats cannot hold, so it follows whichever kernels engine::linear uses.
+bool ggml_like_activations(const std::string& model_stem);
+
 struct CaseReport {
     std::string prompt;
     bool prompt_ids_ok = false;
