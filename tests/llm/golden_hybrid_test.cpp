@@ -35,3 +35,6 @@ void check_model(const std::string& stem) {
 TEST_CASE("golden: random-qwen35 f32") { check_model("random-qwen35-f32"); }
 TEST_CASE("golden: random-qwen35 f16") { check_model("random-qwen35-f16"); }
 TEST_CASE("golden: random-qwen35 q8_0") { check_model("random-qwen35-q8_0"); }
+TEST_CASE("golden: random-kimi-linear f32") { check_model("random-kimi-linear-f32"); }
+TEST_CASE("golden: random-kimi-linear f16") { check_model("random-kimi-linear-f16"); }
+TEST_CASE("golden: random-kimi-linear q8_0") { check_model("random-kimi-linear-q8_0"); }

@@ -1,7 +1,7 @@
 // Kimi's MLA layers carry no position encoding at all. With a single MLA layer the last token attends to
 // the set of earlier keys, so its logits cannot depend on their order; the same weights as a deepseek2
-// model (RoPE on the rope part) must depend on it. (llama.cpp cannot run kimi-linear without recurrent
-// layers, so this property stands in for a reference until the full kimi-linear goldens run.)
+// model (RoPE on the rope part) must depend on it. (llama.cpp cannot run kimi-linear without its recurrent
+// layers; the full model is checked against its goldens in golden_hybrid_test.cpp.)
 #include "common/test_data.h"
 #include "llm/session.h"
 #include "mla_models.h"
