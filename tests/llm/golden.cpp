@@ -135,11 +135,15 @@ std::vector<CaseReport> run_file(const std::string& model_path, const nlohmann::
 
         // Free-running greedy: must match up to the first step whose top-2 gap is within the tolerance,
         // or whose teacher-forced logits are an allowed outlier (an MoE expert flip: its argmax may differ).
+        // generated_ids come from llama.cpp's flash-attention run; against the high-precision logits
+        // the prefix also ends where that reference's own top-1 differs from them (llama.cpp's two
+        // runs disagree there, e.g. an expert choice flipped by F16 rounding).
         size_t n_check = gen.size();
         for (size_t i = 0; i < steps.size(); i++) {
             double gap = steps[i]["gap12"].get<double>(), sigma = steps[i]["logit_std"].get<double>();
             bool outlier = i < r.step_err_sigma.size() && r.step_err_sigma[i] > tol.tau;
-            if (gap < std::max(1e-3, 2 * tol.tau * sigma) || outlier) {
+            bool hp_disagrees = use_hp && steps[i]["top_logits_hp"][0][0].get<int32_t>() != gen[i];
+            if (gap < std::max(1e-3, 2 * tol.tau * sigma) || outlier || hp_disagrees) {
                 n_check = i;
                 break;
             }
