@@ -321,6 +321,31 @@ ExpertSelection select_experts(const Tensor& ids, int n_expert);
 // (x (T, k, K): one row per slot). W (E, N, K) any weight dtype -> (T, k, N) f32.
 Tensor linear_experts(const Tensor& x, const Tensor& w, const ExpertSelection& selection);
 
+// Multi-head latent attention helpers (engine/mla_kernels.cpp).
+// One matrix per head: x (T, H, K) times w (H, N, K) -> (T, H, N) f32, any weight dtype (MLA's
+// attn_k_b / attn_v_b). Activations are packed like linear()'s.
+Tensor linear_heads(const Tensor& x, const Tensor& w);
+// Causal attention over a latent cache whose rows are keys and whose first `value_dim` features are
+// also the values (MLA in absorbed form: one cache row per token, not per head). q (T, H, Dk) at
+// positions start_pos..start_pos+T-1; cache (C, Hkv, Dk) f32 or f16. Returns (T, H, value_dim) f32.
+Tensor attention_latent(const Tensor& q, const Tensor& cache, int value_dim, const Dim& start_pos, double scale);
+
+// Recurrent token mixers (engine/recurrent.cpp, custom kernels). Both take the state a sequence carries
+// and return the new one for the caller to assign back; at start_pos 0 the old state reads as zeros.
+// Causal depthwise convolution over time: y[t][c] = Σ_j w[c][j] · in[t+j][c] over in = concat(state, x),
+// x (T, C), state (K-1, C) f32 (the last K-1 inputs), w (C, K). Returns y (T, C) and the new state.
+struct ConvResult { Tensor y, state; };
+ConvResult causal_conv1d(const Tensor& x, const Tensor& state, const Tensor& w, const Dim& start_pos);
+// The gated delta rule, per v head with state S (Dv, Dk), token by token:
+//   S ← S·diag(e^g_t);  S ← S + β_t (v_t − S k_t) k_tᵀ;  o_t = scale · S q_t
+// q, k (T, Hk, Dk); v (T, Hv, Dv); g (T, Hv, 1) one log-decay per head (GatedDeltaNet) or (T, Hv, Dk)
+// per key channel (KDA); beta (T, Hv); state (Hv, Dv, Dk) f32. V head h reads q/k head h % Hk (MODULO,
+// ggml's broadcast) or h / (Hv/Hk) (INTERLEAVE, repeat_interleave). Computed chunk-wise (64 tokens).
+enum class HeadMap { MODULO, INTERLEAVE };
+struct DeltaResult { Tensor o, state; };  // o (T, Hv, Dv), state (Hv, Dv, Dk)
+DeltaResult delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                       const Tensor& state, const Dim& start_pos, double scale, HeadMap head_map = HeadMap::MODULO);
+
 // ---------------------------------------------------------------------------------------------------
 // Custom kernels: a node that calls a hand-written function over materialized, contiguous inputs.
 // On CPU the function runs over [begin, end) of n_work items, split across the thread pool.

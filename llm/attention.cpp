@@ -1,9 +1,11 @@
 // Grouped-query attention over the KV cache: q/k/v projections (+bias), per-head or full-width q/k
-// RMSNorm, RoPE (optionally YaRN-scaled) on the first rope.n_dims features, causal attention (optionally
-// in a sliding window, with per-head sinks), output projection.
+// RMSNorm, RoPE (optionally YaRN-scaled, multi-section for qwen35) on the first rope.n_dims features,
+// causal attention (optionally in a sliding window, with per-head sinks), an optional sigmoid output
+// gate (qwen3next/qwen35: q projects to query + gate), output projection.
 #include "llm/blocks.h"
 
 #include <cmath>
+#include <limits>
 
 namespace llm {
 
@@ -20,10 +22,34 @@ engine::RopeScaling rope_scaling(const RopeConfig& r) {
     return s;
 }
 
+namespace {
+
+// Multi-section RoPE (qwen35, ggml's IMROPE): rotary pair i belongs to section t, h, w or e, interleaved
+// as t h w t h w ... while each section has pairs left. A text token has position p in t, h and w and 0
+// in e, so it rotates like plain RoPE except that e pairs do not rotate. Returns the frequency divisors
+// (+inf for e pairs: angle 0) or an undefined tensor when every pair rotates.
+Tensor section_freq_factors(const RopeConfig& rope) {
+    std::vector<int> s = rope.sections;
+    s.resize(4, 0);
+    const int n_sector = s[0] + s[1] + s[2] + s[3];
+    if (n_sector <= 0) return {};
+    std::vector<float> f(size_t(rope.n_dims / 2), 1.0f);
+    bool any_still = false;
+    for (size_t i = 0; i < f.size(); i++) {
+        int sector = int(i) % n_sector;
+        bool rotates = (sector % 3 == 0 && sector < 3 * s[0]) || (sector % 3 == 1 && sector < 3 * s[1]) ||
+                       (sector % 3 == 2 && sector < 3 * s[2]);
+        if (!rotates) f[i] = std::numeric_limits<float>::infinity(), any_still = true;
+    }
+    return any_still ? Tensor::from_vector(f, {int(f.size())}) : Tensor();
+}
+
+}  // namespace
+
 AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
     AttentionWeights w;
-    w.attn_q = L.layer(il, "attn_q.weight", {H * Dk, D});
+    w.attn_q = L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D});  // per head: query, then gate
     w.attn_k = L.layer(il, "attn_k.weight", {Hkv * Dk, D});
     w.attn_v = L.layer(il, "attn_v.weight", {Hkv * Dv, D});
     w.attn_output = L.layer(il, "attn_output.weight", {D, H * Dv});
@@ -35,6 +61,9 @@ AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int
     if (c.attn_out_bias) w.attn_output_b = L.layer(il, "attn_output.bias", {D});
     if (c.attn_sinks) w.attn_sinks = L.layer(il, "attn_sinks.weight", {H});
     if (c.swa_layer[il]) w.window = c.sliding_window;
+    if (c.attn_gate && Dk != Dv)
+        throw std::runtime_error("[model] " + L.file().path() + ": a gated attention needs key_length == value_length");
+    if (!c.rope.sections.empty()) w.rope_freq_factors = section_freq_factors(c.rope);
     if (c.qk_norm) {
         w.attn_q_norm = L.layer(il, "attn_q_norm.weight", {c.qk_norm_full ? H * Dk : Dk});
         w.attn_k_norm = L.layer(il, "attn_k_norm.weight", {c.qk_norm_full ? Hkv * Dk : Dk});
@@ -50,7 +79,13 @@ void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine
 Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
     const Dim T = x.dim(0);
     const int H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
-    Tensor q = engine::linear(x, w.attn_q);  // (T, H*Dk)
+    Tensor q = engine::linear(x, w.attn_q);  // (T, H*Dk), or (T, H*2*Dk) with the gate
+    Tensor gate;
+    if (c.attn_gate) {
+        Tensor qg = q.reshape({T, H, 2 * Dk});
+        q = qg.slice(2, 0, Dk).reshape({T, H * Dk});
+        gate = qg.slice(2, Dk, Dk);  // (T, H, Dv)
+    }
     Tensor k = engine::linear(x, w.attn_k);  // (T, Hkv*Dk)
     Tensor v = engine::linear(x, w.attn_v);  // (T, Hkv*Dv)
     if (c.qkv_bias) q = q + w.attn_q_b, k = k + w.attn_k_b, v = v + w.attn_v_b;
@@ -63,12 +98,13 @@ Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& 
     if (c.rope.type != RopeType::NONE) {
         auto layout = c.rope.type == RopeType::NEOX ? engine::RopeLayout::NEOX : engine::RopeLayout::NORM;
         engine::RopeScaling scaling = rope_scaling(c.rope);
-        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, scaling);
-        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout, {}, scaling);
+        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout, w.rope_freq_factors, scaling);
+        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout, w.rope_freq_factors, scaling);
     }
     s.k.slice(0, start_pos, T).assign(k);
     s.v.slice(0, start_pos, T).assign(v);
     Tensor out = engine::attention(q, s.k, s.v, start_pos, 1.0 / std::sqrt(double(Dk)), w.window, w.attn_sinks);  // (T, H, Dv)
+    if (c.attn_gate) out = out * engine::sigmoid(gate);
     out = engine::linear(out.reshape({T, H * Dv}), w.attn_output);                          // (T, D)
     return c.attn_out_bias ? out + w.attn_output_b : out;
 }

@@ -12,10 +12,13 @@ namespace llm {
 using engine::Dim;
 using engine::Tensor;
 
-// Per-layer sequence state. Attention layers use k/v; recurrent layers (GatedDeltaNet, KDA) their own.
+// Per-layer sequence state. Attention layers use k/v; recurrent layers (GatedDeltaNet, KDA) conv/ssm.
 struct LayerState {
-    Tensor k;  // attention: (C, Hkv, Dk) f16/f32
-    Tensor v;  // attention: (C, Hkv, Dv)
+    Tensor k;          // attention: (C, Hkv, Dk) f16/f32
+    Tensor v;          // attention: (C, Hkv, Dv)
+    Tensor kv_latent;  // MLA: (C, 1, kv_lora_rank + rope_dim): the normalized latent, then the rotated key
+    Tensor conv;       // recurrent: (K-1, conv channels) f32, the last inputs of the short convolution
+    Tensor ssm;        // recurrent: (Hv, Dv, Dk) f32, the delta-rule state per head
 };
 
 // --- attention (llm/attention.cpp): GQA, RoPE, qkv bias, q/k norm ------------------------------------
@@ -26,6 +29,7 @@ struct AttentionWeights {
     Tensor attn_output, attn_output_b;    // (D, H*Dv), (D)
     Tensor attn_sinks;                    // (H) per-head sink logits (attn_sinks)
     int window = 0;                       // this layer's sliding window (0: full attention)
+    Tensor rope_freq_factors;             // (rope_dim/2) multi-section RoPE: +inf where a pair stays still
 };
 // The GGUF's RoPE scaling (linear or YaRN) in the form engine::rope takes it.
 engine::RopeScaling rope_scaling(const RopeConfig& r);
@@ -59,5 +63,57 @@ MoeWeights load_moe(const WeightLoader& L, const MoeConfig& m, int il, int n_emb
 Tensor moe_ffn(const MoeWeights& w, const MoeConfig& m, const Tensor& x);
 // The router alone: expert ids (T, k) i32 and their weights (T, k) f32 (gating, bias, groups, norm, scale).
 std::pair<Tensor, Tensor> moe_route(const MoeWeights& w, const MoeConfig& m, const Tensor& x);
+
+// --- multi-head latent attention (llm/mla.cpp): DeepSeek-V2/V3, Moonlight, GLM-4.7-Flash, Kimi ---------
+// R = kv_lora_rank, Dr = rope_dim, Dn = nope dims (head_dim_k - Dr), Dv = value dims per head.
+struct MlaWeights {
+    Tensor attn_q_a, attn_q_a_norm, attn_q_b;  // q LoRA: (Rq, D), (Rq), (H*(Dn+Dr), Rq)
+    Tensor attn_q;                             // without q LoRA: (H*(Dn+Dr), D)
+    Tensor attn_kv_a_mqa;                      // (R + Dr, D): the latent and the key part shared by all heads
+    Tensor attn_kv_a_norm;                     // (R)
+    Tensor attn_k_b;                           // (H, R, Dn): latent -> each head's key (nope part)
+    Tensor attn_v_b;                           // (H, Dv, R): latent -> each head's value
+    Tensor attn_output;                        // (D, H*Dv)
+};
+MlaWeights load_mla(const WeightLoader& L, const ModelConfig& c, int il);
+void init_mla_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
+Tensor mla_attention(const MlaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+
+// --- GatedDeltaNet (llm/gated_delta_net.cpp): qwen3next / qwen35 linear-attention layers ------------
+// Hk = ssm.group_count q/k heads of Dk = ssm.state_size, Hv = ssm.time_step_rank v heads of Dv.
+struct GatedDeltaNetWeights {
+    Tensor attn_qkv;              // (2*Hk*Dk + Hv*Dv, D): q, k, v before the short convolution
+    Tensor attn_gate;             // (Hv*Dv, D): z, the output gate
+    Tensor ssm_conv1d;            // (2*Hk*Dk + Hv*Dv, K)
+    Tensor ssm_dt_b;              // (Hv) ssm_dt.bias
+    Tensor ssm_a;                 // (Hv) = -exp(A_log)
+    Tensor ssm_beta, ssm_alpha;   // (Hv, D) (qwen35)
+    Tensor ssm_ba;                // (2*Hv, D) (qwen3next): per k head, Hv/Hk betas then Hv/Hk alphas
+    Tensor ssm_norm;              // (Dv)
+    Tensor ssm_out;               // (D, Hv*Dv)
+};
+GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConfig& c, int il);
+void init_gated_delta_net_state(LayerState& s, const ModelConfig& c);
+Tensor gated_delta_net(const GatedDeltaNetWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+
+// --- Kimi delta attention (llm/kda.cpp): kimi-linear's recurrent layers --------------------------------
+// H = n_head heads of Dh = kda.head_dim for q, k and v alike.
+struct KdaWeights {
+    Tensor attn_q, attn_k, attn_v;  // (H*Dh, D)
+    Tensor ssm_conv1d_qkv;          // (3*H*Dh, K) f32: the q, k and v short convolutions side by side
+    Tensor ssm_f_a, ssm_f_b;        // (Dh, D), (H*Dh, Dh): the per-channel decay's low-rank projection
+    Tensor ssm_dt_b;                // (H*Dh) ssm_dt.bias
+    Tensor ssm_a;                   // (H) = -exp(A_log)
+    Tensor ssm_beta;                // (H, D)
+    Tensor ssm_g_a, ssm_g_b;        // (Dh, D), (H*Dh, Dh): the output gate
+    Tensor ssm_norm;                // (Dh)
+    Tensor attn_output;             // (D, H*Dh)
+};
+KdaWeights load_kda(const WeightLoader& L, const ModelConfig& c, int il);
+void init_kda_state(LayerState& s, const ModelConfig& c);
+Tensor kda(const KdaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+
+// x / max(‖x‖, eps) over the last axis (ggml_l2_norm): the q/k normalization of the delta-rule layers.
+Tensor l2_norm(const Tensor& x, double eps);
 
 }  // namespace llm

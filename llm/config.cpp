@@ -5,6 +5,7 @@
 #include "gguf/gguf.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace llm {
@@ -35,6 +36,38 @@ std::vector<int> per_layer(const gguf::File& f, const std::string& key, int n_la
     return std::vector<int>(n_layer, f.get<int32_t>(key));
 }
 
+// Frequency scaling as llama.cpp sets it up (llama_model::load_hparams, then llama_context): the
+// scaling type defaults to linear (a no-op without a factor); YaRN's beta_fast/slow keep their defaults
+// for every architecture here (llama.cpp reads them only for grok and mistral3).
+void read_rope_scaling(const gguf::File& f, ModelConfig& c) {
+    RopeConfig& r = c.rope;
+    std::string scaling = f.get_or<std::string>(".rope.scaling.type", "linear");
+    if (scaling != "none" && scaling != "linear" && scaling != "yarn")
+        fail(f, "unsupported rope.scaling.type '" + scaling + "' (none, linear and yarn are)");
+    float factor = f.get_or<float>(".rope.scaling.factor", f.get_or<float>(".rope.scale_linear", 0.0f));
+    r.freq_scale = scaling == "none" || factor == 0.0f ? 1.0f : 1.0f / factor;
+    if (!(r.freq_scale > 0.0f) || !std::isfinite(r.freq_scale)) fail(f, "rope.scaling.factor must be positive");
+    r.yarn_orig_ctx = f.get_or<int32_t>(".rope.scaling.original_context_length", c.n_ctx_train);
+    if (c.arch == "deepseek2") r.yarn_log_mul = f.get_or<float>(".rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;  // stored × 0.1
+    r.yarn = scaling == "yarn";
+    r.yarn_ext_factor = r.yarn ? 1.0f : 0.0f;
+    r.yarn_attn_factor = 1.0f;
+    if (r.yarn) {
+        if (r.yarn_orig_ctx <= 0) fail(f, "YaRN needs rope.scaling.original_context_length or context_length");
+        float s = 1.0f / r.freq_scale;
+        auto get_mscale = [&](float mscale) { return s <= 1.0f ? 1.0f : 0.1f * mscale * std::log(s) + 1.0f; };
+        if (r.yarn_log_mul != 0.0f) {
+            // DeepSeek-V2 configs set mscale = mscale_all_dim (llama.cpp assumes mscale 1 otherwise)
+            float mscale = c.arch == "deepseek2" && r.yarn_log_mul != 1.0f ? r.yarn_log_mul : 1.0f;
+            r.yarn_attn_factor = get_mscale(mscale) / get_mscale(r.yarn_log_mul);
+        } else {
+            r.yarn_attn_factor = get_mscale(1.0f);
+        }
+        r.yarn_attn_factor /= 1.0f + 0.1f * std::log(s);  // RoPE multiplies this back in when YaRN is on
+    }
+    r.yarn_attn_factor *= f.get_or<float>(".rope.scaling.attn_factor", 1.0f);
+}
+
 void read_rope(const gguf::File& f, ModelConfig& c) {
     const std::string& a = c.arch;
     if (is_one_of(a, {"llama", "deepseek2"})) c.rope.type = RopeType::NORM;
@@ -46,18 +79,7 @@ void read_rope(const gguf::File& f, ModelConfig& c) {
         auto s = f.get<std::vector<int32_t>>(".rope.dimension_sections");
         c.rope.sections.assign(s.begin(), s.end());
     }
-    std::string scaling = f.get_or<std::string>(".rope.scaling.type", "none");
-    float factor = f.get_or<float>(".rope.scaling.factor", 0.0f);
-    if (scaling == "linear" && factor > 0) c.rope.freq_scale = 1.0f / factor;
-    if (scaling == "yarn") {
-        c.rope.yarn = true;
-        c.rope.freq_scale = factor > 0 ? 1.0f / factor : 1.0f;
-        c.rope.yarn_orig_ctx = f.get_or<int32_t>(".rope.scaling.original_context_length", c.n_ctx_train);
-        c.rope.yarn_ext_factor = 1.0f;
-        c.rope.yarn_attn_factor = f.get_or<float>(".rope.scaling.attn_factor", 1.0f);
-        c.rope.yarn_beta_fast = f.get_or<float>(".rope.scaling.yarn_beta_fast", 32.0f);
-        c.rope.yarn_beta_slow = f.get_or<float>(".rope.scaling.yarn_beta_slow", 1.0f);
-    }
+    read_rope_scaling(f, c);
 }
 
 void read_moe(const gguf::File& f, ModelConfig& c) {
@@ -102,9 +124,39 @@ void read_moe(const gguf::File& f, ModelConfig& c) {
         // Without the key llama.cpp assumes sigmoid for GLM-4.5 and softmax for DeepSeek-V2.
         Gating fallback = a == "glm4moe" ? Gating::SIGMOID : Gating::SOFTMAX;
         m.gating = gating ? static_cast<Gating>(gating) : fallback;
-        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false);
+        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false) || a == "kimi-linear";  // llama.cpp: always for kimi
         // DeepSeek-V3 and its descendants carry a selection bias; V2 does not.
         m.selection_bias = f.find_tensor("blk." + std::to_string(m.n_leading_dense) + ".exp_probs_b.bias") != nullptr;
+    }
+}
+
+// Multi-head latent attention (deepseek2, kimi-linear's MLA layers), in the split form: attn_k_b and
+// attn_v_b per head. key_length/value_length then describe the absorbed MQA form (kv_lora_rank + rope,
+// kv_lora_rank); the per-head sizes are key_length_mla/value_length_mla.
+void read_mla(const gguf::File& f, ModelConfig& c) {
+    MlaConfig& m = c.mla;
+    m.q_lora_rank = f.get_or<int32_t>(".attention.q_lora_rank", 0);
+    m.kv_lora_rank = f.get<int32_t>(".attention.kv_lora_rank");
+    if (!f.has(".attention.key_length_mla") || !f.has(".attention.value_length_mla"))
+        fail(f, "MLA without key_length_mla/value_length_mla (an old GGUF with a fused attn_kv_b) is not supported; "
+                "convert the model again with a current llama.cpp");
+    m.head_dim_k = f.get<int32_t>(".attention.key_length_mla");
+    m.head_dim_v = f.get<int32_t>(".attention.value_length_mla");
+    m.rope_dim = f.get<int32_t>(".rope.dimension_count");
+    if (m.q_lora_rank < 0 || m.kv_lora_rank <= 0 || m.head_dim_v <= 0 || m.rope_dim <= 0 || m.rope_dim % 2 ||
+        m.head_dim_k <= m.rope_dim)
+        fail(f, "MLA sizes do not fit: q_lora_rank " + std::to_string(m.q_lora_rank) + ", kv_lora_rank " + std::to_string(m.kv_lora_rank) +
+                    ", key_length_mla " + std::to_string(m.head_dim_k) + ", value_length_mla " + std::to_string(m.head_dim_v) +
+                    ", rope.dimension_count " + std::to_string(m.rope_dim));
+    if (f.get_or<float>(".attention.temperature_scale", 0.0f) != 0.0f)  // Mistral-Large-3-style query scaling
+        fail(f, "attention.temperature_scale (attention temperature tuning) is not supported");
+    m.kq_scale = 1.0f / std::sqrt(float(m.head_dim_k));
+    if (c.arch == "deepseek2") {
+        // llama.cpp folds YaRN's attention temperature into the logit scale: mscale² with
+        // mscale = attn_factor · (1 + 0.1 ln s) · (1 + 0.1 · yarn_log_mul · ln s), s = 1 / freq_scale.
+        float ln_s = std::log(1.0f / c.rope.freq_scale);
+        float mscale = c.rope.yarn_attn_factor * (1.0f + 0.1f * ln_s) * (1.0f + 0.1f * c.rope.yarn_log_mul * ln_s);
+        m.kq_scale *= mscale * mscale;
     }
 }
 
@@ -125,6 +177,21 @@ const char* layer_kind_name(LayerKind k) {
     return "?";
 }
 
+int64_t recurrent_state_bytes(const ModelConfig& c) {
+    int64_t floats = 0;
+    for (LayerKind k : c.layer_kind) {
+        if (k == LayerKind::GATED_DELTA_NET) {
+            const int64_t dv = c.ssm.n_v_head > 0 ? c.ssm.d_inner / c.ssm.n_v_head : 0;
+            const int64_t channels = 2 * int64_t(c.ssm.n_group) * c.ssm.d_state + c.ssm.d_inner;
+            floats += (c.ssm.conv_kernel - 1) * channels + int64_t(c.ssm.n_v_head) * dv * c.ssm.d_state;
+        } else if (k == LayerKind::KDA) {
+            const int64_t hd = int64_t(c.n_head) * c.ssm.kda_head_dim;
+            floats += (c.ssm.conv_kernel - 1) * 3 * hd + hd * c.ssm.kda_head_dim;
+        }
+    }
+    return floats * int64_t(sizeof(float));
+}
+
 ModelConfig read_config(const gguf::File& f) {
     ModelConfig c;
     c.arch = f.architecture();
@@ -136,16 +203,20 @@ ModelConfig read_config(const gguf::File& f) {
     }
     c.name = f.get_or<std::string>("general.name", "");
     c.n_embd = f.get<int32_t>(".embedding_length");
-    c.n_layer = f.get<int32_t>(".block_count");
+    const int n_layer_all = f.get<int32_t>(".block_count");
+    // Next-token-prediction (MTP) blocks follow the trunk (GLM-4.x, DeepSeek-V3); generation skips them.
+    c.n_layer = n_layer_all - f.get_or<int32_t>(".nextn_predict_layers", 0);
     c.n_head = f.get<int32_t>(".attention.head_count");
     c.n_ctx_train = f.get_or<int32_t>(".context_length", 2048);
     c.n_ff = f.get_or<int32_t>(".feed_forward_length", 0);
     c.rms_eps = f.get_or<float>(".attention.layer_norm_rms_epsilon", 1e-5f);
-    if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0) fail(f, "embedding_length, block_count and head_count must be positive");
+    if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0)
+        fail(f, "embedding_length, head_count and block_count (less nextn_predict_layers) must be positive");
     c.head_dim_k = f.get_or<int32_t>(".attention.key_length", c.n_embd / c.n_head);
     c.head_dim_v = f.get_or<int32_t>(".attention.value_length", c.head_dim_k);
 
-    std::vector<int> kv = per_layer(f, c.arch + ".attention.head_count_kv", c.n_layer, c.n_head);
+    std::vector<int> kv = per_layer(f, c.arch + ".attention.head_count_kv", n_layer_all, c.n_head);
+    kv.resize(c.n_layer);
     c.n_head_kv = *std::max_element(kv.begin(), kv.end());
 
     const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
@@ -179,13 +250,7 @@ ModelConfig read_config(const gguf::File& f) {
     // Layer kinds.
     c.layer_kind.assign(c.n_layer, LayerKind::ATTENTION);
     if (a == "deepseek2") c.layer_kind.assign(c.n_layer, LayerKind::MLA);
-    if (a == "deepseek2" || a == "kimi-linear") {
-        c.mla.q_lora_rank = f.get_or<int32_t>(".attention.q_lora_rank", 0);
-        c.mla.kv_lora_rank = f.get<int32_t>(".attention.kv_lora_rank");
-        c.mla.head_dim_k = f.get_or<int32_t>(".attention.key_length_mla", c.head_dim_k);
-        c.mla.head_dim_v = f.get_or<int32_t>(".attention.value_length_mla", c.head_dim_v);
-        c.mla.rope_dim = f.get_or<int32_t>(".rope.dimension_count", 0);
-    }
+    if (a == "deepseek2" || a == "kimi-linear") read_mla(f, c);
     if (is_one_of(a, {"qwen3next", "qwen35", "qwen35moe"})) {
         int interval = f.get<int32_t>(".full_attention_interval");
         if (interval <= 0) fail(f, "full_attention_interval must be positive");
@@ -196,6 +261,7 @@ ModelConfig read_config(const gguf::File& f) {
         c.ssm.n_group = f.get<int32_t>(".ssm.group_count");
         c.ssm.n_v_head = f.get<int32_t>(".ssm.time_step_rank");
         c.ssm.d_inner = f.get<int32_t>(".ssm.inner_size");
+        c.ssm.qk_heads_interleaved = a == "qwen3next";
     }
     if (a == "kimi-linear") {
         for (int il = 0; il < c.n_layer; il++) c.layer_kind[il] = kv[il] == 0 ? LayerKind::KDA : LayerKind::MLA;

@@ -20,13 +20,14 @@ struct RopeConfig {
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;     // 1 / scaling factor (linear and YaRN)
     std::vector<int> sections;   // multi-section RoPE (qwen35); empty otherwise
-    // YaRN (rope.scaling.type = yarn)
+    // YaRN (rope.scaling.type = yarn), as llama.cpp's context sets it up
     bool yarn = false;
     int yarn_orig_ctx = 0;
     float yarn_ext_factor = 0.0f;    // 1 when YaRN is on
-    float yarn_attn_factor = 1.0f;   // from rope.scaling.attn_factor / yarn_log_multiplier
+    float yarn_attn_factor = 1.0f;   // the cos/sin magnitude handed to RoPE (before YaRN's own 1 + 0.1 ln s)
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
+    float yarn_log_mul = 0.0f;       // deepseek2: mscale_all_dim (rope.scaling.yarn_log_multiplier / 0.1)
 };
 
 struct MoeConfig {
@@ -55,6 +56,7 @@ struct MlaConfig {
     int head_dim_k = 0;          // nope + rope dims of one query/key head (key_length_mla)
     int head_dim_v = 0;          // value_length_mla
     int rope_dim = 0;            // the rotated part of each key/query head
+    float kq_scale = 0.0f;       // attention logit scale: 1/sqrt(head_dim_k), times YaRN's mscale² (deepseek2)
 };
 
 struct SsmConfig {
@@ -63,6 +65,8 @@ struct SsmConfig {
     int n_group = 0;             // k/q heads (ssm.group_count)
     int n_v_head = 0;            // v heads (ssm.time_step_rank)
     int d_inner = 0;             // v heads × v head dim (ssm.inner_size)
+    bool qk_heads_interleaved = false;  // v head h reads q/k head h / (n_v_head / n_group) (qwen3next),
+                                        // else h % n_group (qwen35: its converter orders the v heads so)
     int kda_head_dim = 0;        // Kimi delta attention head dim
 };
 
@@ -104,5 +108,9 @@ struct ModelConfig {
 ModelConfig read_config(const gguf::File& file);
 
 const char* layer_kind_name(LayerKind k);
+
+// Bytes of recurrent state (short-convolution inputs + delta-rule state, f32) one sequence carries in
+// the GatedDeltaNet / KDA layers; 0 for attention-only models. A session's checkpoints cost this each.
+int64_t recurrent_state_bytes(const ModelConfig& c);
 
 }  // namespace llm

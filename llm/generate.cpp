@@ -1,6 +1,6 @@
-// The Session behind every front end: prefix reuse of the KV cache, chunked prefill, then a decode
-// loop. Prefill and decode each run as a captured engine graph (one compile, then replays), with the
-// position and the chunk length as bound Vars.
+// The Session behind every front end: prefix reuse of the KV cache (and of recurrent state through
+// checkpoints), chunked prefill, then a decode loop. Prefill and decode each run as a captured engine
+// graph (one compile, then replays), with the position and the chunk length as bound Vars.
 #include "gguf/gguf.h"
 #include "llm/model.h"
 #include "llm/sampler.h"
@@ -20,6 +20,19 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 constexpr int PREFILL_CHUNK = 512;  // tokens per prefill graph launch (llama.cpp's default ubatch)
 
+// Recurrent state (GatedDeltaNet / KDA layers) after `tokens`, with the logits that followed the last
+// of them: a prompt equal to `tokens` (a regenerate) needs no forward pass at all.
+struct Checkpoint {
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;
+    std::vector<Tensor> state;  // copies of the recurrent layers' conv and ssm tensors, in layer order
+    uint64_t last_used = 0;
+};
+
+bool is_prefix(const std::vector<int32_t>& p, const std::vector<int32_t>& of) {
+    return p.size() <= of.size() && std::equal(p.begin(), p.end(), of.begin());
+}
+
 class ModelSession final : public Session {
 public:
     explicit ModelSession(const SessionOptions& o)
@@ -37,6 +50,11 @@ public:
         start_pos_ = engine::Var("start_pos", 0, n_ctx - 1);
         // PREFILL_CHUNK spare rows: the graph must be valid for every bound of start_pos + n_tokens.
         state_ = model_->new_state(n_ctx + PREFILL_CHUNK, o.kv_f16 ? engine::f16 : engine::f32);
+        for (LayerState& l : state_.layers)
+            for (Tensor* t : {&l.conv, &l.ssm})
+                if (t->defined()) recurrent_.push_back(*t);
+        n_checkpoints_ = recurrent_.empty() ? 0 : std::max(0, o.n_checkpoints);
+        checkpoints_.reserve(size_t(n_checkpoints_));  // never reallocates: resume() holds pointers into it
         chunk_tokens_ = Tensor::empty({PREFILL_CHUNK}, engine::i32);
         one_token_ = Tensor::empty({1}, engine::i32);
         prefill_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
@@ -49,7 +67,11 @@ public:
 
     const ModelInfo& info() const override { return info_; }
     const tok::Tokenizer& tokenizer() const override { return *tokenizer_; }
-    void reset() override { cached_.clear(); }
+    void reset() override {
+        cached_.clear();
+        live_logits_.clear();
+        checkpoints_.clear();
+    }
 
     GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt) override {
         if (prompt.empty()) throw std::invalid_argument("[generate] the prompt is empty");
@@ -62,16 +84,15 @@ public:
 
         GenerateResult r;
         r.n_prompt = static_cast<int>(prompt.size());
-        // Reuse the longest common prefix, but always recompute at least the last prompt token: its
-        // logits start the generation.
-        size_t common = 0;
-        while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) common++;
-        common = std::min(common, prompt.size() - 1);
-        cached_.resize(common);
-        r.n_reused = static_cast<int>(common);
-
         auto t0 = Clock::now();
-        std::vector<float> logits = prefill(prompt, common);
+        std::vector<float> logits;
+        size_t reused = resume(prompt, logits);
+        live_logits_.clear();  // set again once the state ends a generation
+        r.n_reused = static_cast<int>(reused);
+        if (reused < prompt.size()) {
+            logits = prefill(prompt, reused);
+            save_checkpoint(logits);  // end of the prompt: where a regenerate or an edited follow-up resumes
+        }
         r.t_prefill_ms = ms_since(t0);
 
         Sampler sampler(opt.sampling);
@@ -101,10 +122,76 @@ public:
             logits = decode(id);
         }
         r.t_decode_ms = ms_since(t1);
+        live_logits_ = std::move(logits);  // the live state is the end-of-generation checkpoint
         return r;
     }
 
 private:
+    // Brings the state to the longest reusable prefix of `prompt` and returns its length. Attention
+    // caches are valid up to the common prefix with what they hold (cached_); recurrent state only at
+    // the live position or at a checkpoint within that prefix (a checkpoint past it would need K/V rows
+    // that were overwritten since). At least the last prompt token is recomputed, unless a checkpoint
+    // holds the logits that follow it.
+    size_t resume(const std::vector<int32_t>& prompt, std::vector<float>& logits) {
+        size_t common = 0;
+        while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) common++;
+        if (recurrent_.empty()) {
+            cached_.resize(std::min(common, prompt.size() - 1));
+            return cached_.size();
+        }
+        auto usable = [&](const std::vector<int32_t>& tokens, const std::vector<float>& with_logits) {
+            return tokens.size() <= common && is_prefix(tokens, prompt) &&
+                   (tokens.size() < prompt.size() || !with_logits.empty());
+        };
+        const bool live_ok = !cached_.empty() && usable(cached_, live_logits_);
+        Checkpoint* best = nullptr;
+        for (Checkpoint& c : checkpoints_)
+            if (usable(c.tokens, c.logits) && c.tokens.size() > (best ? best->tokens.size() : live_ok ? cached_.size() : 0))
+                best = &c;
+        if (!best && live_ok) {
+            if (cached_.size() == prompt.size()) {
+                logits = live_logits_;
+            } else if (!live_logits_.empty()) {
+                // Extending the end of the last generation: keep it, so an edited follow-up (the same
+                // history, another next message) resumes here instead of at the end of the last prompt.
+                save_checkpoint(live_logits_);
+            }
+            return cached_.size();
+        }
+        if (!best) {  // from scratch: position 0 resets the recurrent state
+            cached_.clear();
+            return 0;
+        }
+        best->last_used = ++clock_;
+        for (size_t i = 0; i < recurrent_.size(); i++) recurrent_[i].assign(best->state[i]);
+        engine::realize(recurrent_);
+        cached_ = best->tokens;
+        if (cached_.size() == prompt.size()) logits = best->logits;
+        return cached_.size();
+    }
+
+    // Snapshots the recurrent state after cached_ (with the logits that follow it), replacing the least
+    // recently used checkpoint when all n_checkpoints_ are taken; a snapshot of the same tokens is refreshed.
+    void save_checkpoint(const std::vector<float>& logits) {
+        if (n_checkpoints_ == 0) return;
+        Checkpoint* slot = nullptr;
+        for (Checkpoint& c : checkpoints_)
+            if (c.tokens == cached_) slot = &c;
+        if (!slot && static_cast<int>(checkpoints_.size()) < n_checkpoints_) {
+            Checkpoint& c = checkpoints_.emplace_back();
+            for (const Tensor& t : recurrent_) c.state.push_back(Tensor::empty(t.shape(), t.dtype()));
+            slot = &c;
+        }
+        if (!slot)
+            slot = &*std::min_element(checkpoints_.begin(), checkpoints_.end(),
+                                      [](const Checkpoint& a, const Checkpoint& b) { return a.last_used < b.last_used; });
+        slot->tokens = cached_;
+        slot->logits = logits;
+        slot->last_used = ++clock_;
+        for (size_t i = 0; i < recurrent_.size(); i++) slot->state[i].assign(recurrent_[i]);
+        engine::realize(slot->state);
+    }
+
     // Evaluates prompt[from:] (positions from..) and returns the last token's logits.
     std::vector<float> prefill(const std::vector<int32_t>& prompt, size_t from) {
         std::vector<float> logits;
@@ -138,7 +225,12 @@ private:
     std::unique_ptr<tok::Tokenizer> tokenizer_;
     ModelInfo info_;
     State state_;
-    std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds, in order
+    std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds (and the live state follows), in order
+    std::vector<float> live_logits_;  // the logits after cached_, when the last generate() ended there
+    std::vector<Tensor> recurrent_;   // the recurrent layers' state tensors (empty for attention-only models)
+    std::vector<Checkpoint> checkpoints_;
+    int n_checkpoints_ = 0;
+    uint64_t clock_ = 0;  // for least-recently-used replacement
     engine::Var start_pos_, n_tokens_;
     Tensor chunk_tokens_, one_token_;
     std::unique_ptr<engine::Jit> prefill_, decode_;

@@ -13,12 +13,6 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     m->file_ = file;
     m->config_ = read_config(*file);
     const ModelConfig& c = m->config_;
-    auto unsupported = [&](const std::string& what) {
-        throw std::runtime_error("[model] " + path + ": " + what + " (architecture '" + c.arch + "') is not supported yet");
-    };
-    for (LayerKind k : c.layer_kind)
-        if (k != LayerKind::ATTENTION) unsupported(std::string("layer kind '") + layer_kind_name(k) + "'");
-    if (c.attn_gate || !c.rope.sections.empty()) unsupported("gated attention or multi-section RoPE");
 
     WeightLoader L(file);
     const int D = c.n_embd, V = c.n_vocab;
@@ -30,7 +24,12 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         Layer& l = m->layers[il];
         l.attn_norm = L.layer(il, "attn_norm.weight", {D});
         l.ffn_norm = L.layer(il, c.post_attn_norm_is_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight", {D});
-        l.attn = load_attention(L, c, il);
+        switch (c.layer_kind[il]) {
+            case LayerKind::ATTENTION: l.attn = load_attention(L, c, il); break;
+            case LayerKind::MLA: l.mla = load_mla(L, c, il); break;
+            case LayerKind::GATED_DELTA_NET: l.gdn = load_gated_delta_net(L, c, il); break;
+            case LayerKind::KDA: l.kda = load_kda(L, c, il); break;
+        }
         if (c.is_moe_layer(il)) l.moe = load_moe(L, c.moe, il, D);
         else l.ffn = load_ffn(L, il, c.n_ff, D);
     }
@@ -41,12 +40,24 @@ State Model::new_state(int n_ctx, engine::DType kv_dtype) const {
     State s;
     s.n_ctx = n_ctx;
     s.layers.resize(config_.n_layer);
-    for (int il = 0; il < config_.n_layer; il++) init_attention_state(s.layers[il], config_, n_ctx, kv_dtype);
+    for (int il = 0; il < config_.n_layer; il++) {
+        switch (config_.layer_kind[il]) {
+            case LayerKind::ATTENTION: init_attention_state(s.layers[il], config_, n_ctx, kv_dtype); break;
+            case LayerKind::MLA: init_mla_state(s.layers[il], config_, n_ctx, kv_dtype); break;
+            case LayerKind::GATED_DELTA_NET: init_gated_delta_net_state(s.layers[il], config_); break;
+            case LayerKind::KDA: init_kda_state(s.layers[il], config_); break;
+        }
+    }
     return s;
 }
 
 Tensor Model::mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const {
-    return attention(layers[il].attn, config_, x, start_pos, s);
+    switch (config_.layer_kind[il]) {
+        case LayerKind::MLA: return mla_attention(layers[il].mla, config_, x, start_pos, s);
+        case LayerKind::GATED_DELTA_NET: return gated_delta_net(layers[il].gdn, config_, x, start_pos, s);
+        case LayerKind::KDA: return kda(layers[il].kda, config_, x, start_pos, s);
+        default: return attention(layers[il].attn, config_, x, start_pos, s);
+    }
 }
 
 Tensor Model::feed_forward(int il, const Tensor& x) const {

@@ -23,6 +23,9 @@ struct Layer {
     Tensor attn_norm;            // (D)
     Tensor ffn_norm;             // (D)
     AttentionWeights attn;       // LayerKind::ATTENTION
+    MlaWeights mla;              // LayerKind::MLA
+    GatedDeltaNetWeights gdn;    // LayerKind::GATED_DELTA_NET
+    KdaWeights kda;              // LayerKind::KDA
     FfnWeights ffn;              // dense feed-forward
     MoeWeights moe;              // mixture of experts (config.is_moe_layer)
 };

@@ -86,6 +86,10 @@ struct SessionOptions {
     std::string device = "CPU"; // "CPU", "AMD", ...
     int n_threads = 0;          // 0: all cores
     bool kv_f16 = true;         // KV cache in F16 (llama.cpp's default) or F32
+    // Hybrid models (GatedDeltaNet, KDA): recurrent state cannot be rolled back to an earlier position,
+    // so the session keeps this many snapshots of it at turn boundaries (end of a prompt, end of a
+    // generation) to resume follow-ups and regenerations from. Each costs the recurrent state's size.
+    int n_checkpoints = 4;
 };
 
 // Loads the model and returns a session ready to generate. Throws with a clear message on any

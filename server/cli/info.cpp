@@ -2,6 +2,8 @@
 // the GGUF header alone (no tensor data is touched). One JSON description feeds both outputs.
 #include "devices/present.h"
 #include "gguf/gguf.h"
+#include "llm/config.h"
+#include "llm/session.h"
 #include "server/cli/cli.h"
 
 #include <nlohmann/json.hpp>
@@ -20,7 +22,8 @@ const char* const HELP = R"(usage: tinyllm info [MODEL.gguf] [--json]
 
 Describes a GGUF model from its header, without loading it: architecture, file size, parameter
 count, tensor types, context length, embedding width, layers, heads / KV heads, experts, tokenizer,
-vocabulary size and whether it has a chat template. MODEL defaults to the built-in stories260K.
+vocabulary size and whether it has a chat template; for hybrid (recurrent) models, the state a
+sequence carries and the memory its checkpoints may take. MODEL defaults to the built-in stories260K.
 For a split model give the first part (<name>-00001-of-0000N.gguf); all parts are read.
 
 options:
@@ -100,6 +103,13 @@ json describe(const gguf::File& f) {
     const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
     d["vocab_size"] = tokens && tokens->is_array() ? json(tokens->array().size()) : meta(f, ".vocab_size");
     d["chat_template"] = f.has("tokenizer.chat_template");
+    // Hybrid models carry recurrent state per sequence, plus the session's checkpoints of it.
+    d["recurrent_state_bytes"] = nullptr;
+    try {
+        int64_t bytes = llm::recurrent_state_bytes(llm::read_config(f));
+        if (bytes > 0) d["recurrent_state_bytes"] = bytes, d["state_checkpoints"] = llm::SessionOptions{}.n_checkpoints;
+    } catch (const std::exception&) {  // not a model we run: nothing to say about its state
+    }
     return d;
 }
 
@@ -168,6 +178,11 @@ void print_text(const json& d) {
     row("tokenizer", text(d["tokenizer_model"]) + ", pre-tokenizer " + text(d["tokenizer_pre"]) + ", " +
                          text(d["vocab_size"]) + " tokens");
     row("chat template", d["chat_template"].get<bool>() ? "yes" : "no");
+    if (!d["recurrent_state_bytes"].is_null()) {
+        uint64_t bytes = d["recurrent_state_bytes"], n = d["state_checkpoints"];
+        row("recurrent", human_bytes(bytes) + " of state per sequence, plus up to " + std::to_string(n) +
+                             " checkpoints of it at turn boundaries (" + human_bytes(n * bytes) + ")");
+    }
 }
 
 }  // namespace

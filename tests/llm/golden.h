@@ -23,6 +23,11 @@ nlohmann::json load(const std::string& model_stem);
 // the row for implementations that quantize activations like ggml (Q8_0 blocks before Q8_0 weights).
 Tolerance tolerance(const std::string& model_stem, bool ggml_like);
 
+// Whether our matmuls treat activations as ggml does for the weights of `model_stem`'s file type: F32
+// stays F32; F16 and Q8_0 weights see activations rounded to F16 / Q8_0 blocks first. Measured by
+// multiplying a value those formats cannot hold, so it follows whichever kernels engine::linear uses.
+bool ggml_like_activations(const std::string& model_stem);
+
 struct CaseReport {
     std::string prompt;
     bool prompt_ids_ok = false;
@@ -38,5 +43,8 @@ struct CaseReport {
 
 // Runs every case of the golden file through tinyllm (KV cache as given) and compares.
 std::vector<CaseReport> run(const std::string& model_stem, const Tolerance& tol, bool kv_f16, bool use_hp_reference);
+// The same for any model file and golden in that schema (test models derived from ../shared ones).
+std::vector<CaseReport> run_file(const std::string& model_path, const nlohmann::json& golden, const Tolerance& tol, bool kv_f16,
+                                 bool use_hp_reference);
 
 }  // namespace golden

@@ -1,0 +1,95 @@
+// GatedDeltaNet, the linear-attention layer of qwen3next / qwen35: q, k, v through a causal short
+// convolution + SiLU, q/k L2-normalized, a delta-rule state per v head decayed by exp(g) with
+// g = -exp(A_log)·softplus(alpha + dt_bias), corrected by beta = sigmoid(b); output RMSNorm × SiLU(z).
+#include "llm/blocks.h"
+
+#include <cmath>
+
+namespace llm {
+
+namespace {
+
+struct Dims {
+    int Hk, Dk, Hv, Dv, conv_channels;
+};
+
+Dims dims_of(const ModelConfig& c) {
+    const SsmConfig& s = c.ssm;
+    Dims d{s.n_group, s.d_state, s.n_v_head, s.n_v_head > 0 ? s.d_inner / s.n_v_head : 0, 0};
+    d.conv_channels = 2 * d.Hk * d.Dk + d.Hv * d.Dv;
+    return d;
+}
+
+}  // namespace
+
+Tensor l2_norm(const Tensor& x_in, double eps) {
+    Tensor x = x_in.cast(engine::f32);
+    return x / engine::maximum(engine::sqrt((x * x).sum(-1, true)), eps);
+}
+
+GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConfig& c, int il) {
+    const Dims d = dims_of(c);
+    const int D = c.n_embd;
+    if (d.Hk <= 0 || d.Hv <= 0 || d.Dk <= 0 || d.Hv % d.Hk || d.Dv != d.Dk || d.Hv * d.Dv != c.ssm.d_inner ||
+        c.ssm.conv_kernel < 2)
+        throw std::runtime_error("[model] " + L.file().path() + ": inconsistent GatedDeltaNet sizes (ssm.group_count " +
+                                 std::to_string(d.Hk) + ", time_step_rank " + std::to_string(d.Hv) + ", state_size " +
+                                 std::to_string(d.Dk) + ", inner_size " + std::to_string(c.ssm.d_inner) + ", conv_kernel " +
+                                 std::to_string(c.ssm.conv_kernel) + ")");
+    GatedDeltaNetWeights w;
+    w.attn_qkv = L.layer(il, "attn_qkv.weight", {d.conv_channels, D});
+    w.attn_gate = L.layer(il, "attn_gate.weight", {d.Hv * d.Dv, D});
+    w.ssm_conv1d = L.layer(il, "ssm_conv1d.weight", {d.conv_channels, c.ssm.conv_kernel});
+    w.ssm_dt_b = L.layer(il, "ssm_dt.bias", {d.Hv});
+    w.ssm_a = L.layer(il, "ssm_a", {d.Hv});
+    if (c.arch == "qwen3next") {
+        w.ssm_ba = L.layer(il, "ssm_ba.weight", {2 * d.Hv, D});
+    } else {
+        w.ssm_beta = L.layer(il, "ssm_beta.weight", {d.Hv, D});
+        w.ssm_alpha = L.layer(il, "ssm_alpha.weight", {d.Hv, D});
+    }
+    w.ssm_norm = L.layer(il, "ssm_norm.weight", {d.Dv});
+    w.ssm_out = L.layer(il, "ssm_out.weight", {D, d.Hv * d.Dv});
+    return w;
+}
+
+void init_gated_delta_net_state(LayerState& s, const ModelConfig& c) {
+    const Dims d = dims_of(c);
+    s.conv = Tensor::empty({c.ssm.conv_kernel - 1, d.conv_channels}, engine::f32);
+    s.ssm = Tensor::empty({d.Hv, d.Dv, d.Dk}, engine::f32);
+}
+
+Tensor gated_delta_net(const GatedDeltaNetWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
+    const Dims d = dims_of(c);
+    const Dim T = x.dim(0);
+    Tensor b, a;  // (T, Hv) beta and alpha logits
+    if (w.ssm_ba.defined()) {
+        const int r = d.Hv / d.Hk;
+        Tensor ba = engine::linear(x, w.ssm_ba).reshape({T, d.Hk, 2 * r});
+        b = ba.slice(2, 0, r).reshape({T, d.Hv});
+        a = ba.slice(2, r, r).reshape({T, d.Hv});
+    } else {
+        b = engine::linear(x, w.ssm_beta);
+        a = engine::linear(x, w.ssm_alpha);
+    }
+    Tensor beta = engine::sigmoid(b);                                         // (T, Hv)
+    Tensor g = engine::softplus(a + w.ssm_dt_b.cast(engine::f32)) * w.ssm_a.cast(engine::f32);  // (T, Hv) log decay
+
+    engine::ConvResult conv = engine::causal_conv1d(engine::linear(x, w.attn_qkv), s.conv, w.ssm_conv1d, start_pos);
+    s.conv.assign(conv.state);
+    Tensor qkv = engine::silu(conv.y);                                        // (T, conv channels)
+    const int kd = d.Hk * d.Dk;
+    Tensor q = l2_norm(qkv.slice(1, 0, kd).reshape({T, d.Hk, d.Dk}), c.rms_eps);
+    Tensor k = l2_norm(qkv.slice(1, kd, kd).reshape({T, d.Hk, d.Dk}), c.rms_eps);
+    Tensor v = qkv.slice(1, 2 * kd, d.Hv * d.Dv).reshape({T, d.Hv, d.Dv});
+
+    auto head_map = c.ssm.qk_heads_interleaved ? engine::HeadMap::INTERLEAVE : engine::HeadMap::MODULO;
+    engine::DeltaResult r =
+        engine::delta_rule(q, k, v, g.reshape({T, d.Hv, 1}), beta, s.ssm, start_pos, 1.0 / std::sqrt(double(d.Dk)), head_map);
+    s.ssm.assign(r.state);
+    Tensor z = engine::linear(x, w.attn_gate).reshape({T, d.Hv, d.Dv});
+    Tensor out = engine::rms_norm(r.o, w.ssm_norm, c.rms_eps) * engine::silu(z);  // (T, Hv, Dv)
+    return engine::linear(out.reshape({T, d.Hv * d.Dv}), w.ssm_out);              // (T, D)
+}
+
+}  // namespace llm
