@@ -20,10 +20,11 @@ namespace {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
         for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
-    float s = 0.0f;
-    for (; i < n; i++) s += a[i] * b[i];
-    for (int j = 0; j < 16; j++) s += acc[j];
-    return s;
+    for (; i < n; i++) acc[i & 15] += a[i] * b[i];
+    // A pairwise sum: the lanes fold in four vector steps instead of a chain of 16 dependent additions.
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+    return acc[0];
 }
 
 [[gnu::always_inline]] inline void axpy(float* y, float a, const float* x, int64_t n) {
