@@ -1,12 +1,14 @@
 // Model helpers built from engine ops (softmax, norms, activations, RoPE, matmul) and the custom-kernel
 // dispatch for weights (linear, embedding, dequantize) and attention.
 #include "engine/ref_kernels_impl.h"
+#include "engine/amd_kernels_impl.h"
 #include "engine/ir_impl.h"
 #include "engine/realize_impl.h"
 
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 namespace engine {
 
@@ -41,6 +43,7 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     Dim T = numel(out_shape), N = w.dim(0), K = w.dim(1);
     out_shape.push_back(N);
     Tensor xf = x.cast(f32).reshape({T, K});
+    if (auto y = amd_kernels::linear(xf, w)) return y->reshape(out_shape);  // on AMD: its kernels
     auto type = gguf::Type(gguf_id(w.dtype()));
     CustomCall call;
     call.out_shape = {T, N};
@@ -156,16 +159,16 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int k) {
 
 namespace {
 // theta^(-2i/rope_dim) as ggml computes it: a running float product of powf(theta, -2/rope_dim).
-Tensor inv_freqs(int rope_dim, double theta) {
+Tensor inv_freqs(int rope_dim, double theta, const std::string& device) {
     static std::mutex mu;
-    static std::map<std::pair<int, double>, Tensor> cache;
+    static std::map<std::tuple<int, double, std::string>, Tensor> cache;
     std::lock_guard lock(mu);
-    auto& t = cache[{rope_dim, theta}];
+    auto& t = cache[{rope_dim, theta, device}];
     if (!t.defined()) {
         std::vector<float> f(size_t(rope_dim / 2));
         float scale = std::pow(float(theta), -2.0f / float(rope_dim)), v = 1.0f;
         for (auto& x : f) x = v, v *= scale;
-        t = Tensor::from_vector(f, {rope_dim / 2});
+        t = Tensor::from_data(f.data(), f.size() * sizeof(float), {rope_dim / 2}, f32, device);
     }
     return t;
 }
@@ -177,7 +180,7 @@ Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta
     Dim T = x.dim(0), H = x.dim(1), Dh = x.dim(2);
     if (rope_dim <= 0 || rope_dim % 2 || rope_dim > Dh.max()) fail("rope", "rope_dim " + std::to_string(rope_dim) + " invalid for head size " + Dh.str());
     int half = rope_dim / 2;
-    Tensor freq = inv_freqs(rope_dim, theta);
+    Tensor freq = inv_freqs(rope_dim, theta, x.device());
     if (freq_factors.defined()) freq = freq / freq_factors.cast(f32);
     Tensor pos = (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32).reshape({T, 1});
     Tensor angle = pos * freq.reshape({1, half});             // (T, half)
@@ -203,6 +206,7 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
     if (!H.is_const() || !Hkv.is_const() || H.value() % Hkv.value()) fail("attention", "n_head must be a multiple of n_head_kv");
     for (const Tensor* c : {&k_cache, &v_cache})
         if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
+    if (auto out = amd_kernels::attention(q, k_cache, v_cache, start_pos, scale)) return *out;  // on AMD: its kernels
     CustomCall call;
     call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
     call.inputs = {q.cast(f32), k_cache, v_cache};
