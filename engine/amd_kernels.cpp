@@ -100,23 +100,21 @@ void gemm(devices::Device& dev, const DeviceArgs& a) {
 }
 
 // The reference ATTENTION's arguments: scalar {T, H, Hkv, Dk, Dv, start_pos, k_f16, v_f16, C}, fscalar
-// {scale}; in {q (T, H, D) f32, k, v (C, Hkv, D) f16}. Query t sees positions 0..start+t: one decode each.
+// {scale}; in {q (T, H, D) f32, k, v (C, Hkv, D) f16, partial and stats scratch for ceil(C / chunk)
+// chunks}. Query t sees positions 0..start+t: one decode each. Queued kernels run in order, so every
+// token (and every layer) reuses the scratch without waiting.
 void attention_decode(devices::Device& dev, const DeviceArgs& a) {
     int64_t T = a.scalar[0], H = a.scalar[1], Hkv = a.scalar[2], D = a.scalar[3], C = a.scalar[8];
     int64_t start = std::min(a.scalar[5], C - T);  // never past the cache, as the reference
     std::string partial_kernel(kernel_for(ka::attention_partial_kernel_for(u32(D, "head size")), int64_t(gguf::Type::F16)));
-    int64_t max_chunks = (start + T + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
-    // Scratch for every token's chunks: queued kernels run in order, so each decode may reuse it.
-    auto partial = alloc_memory(&dev, size_t(H * max_chunks * D * 4), false);
-    auto stats = alloc_memory(&dev, size_t(H * max_chunks * 2 * 4), false);
     for (int64_t t = 0; t < T; t++) {
         uint32_t kv_len = u32(start + t + 1, "kv length"), n_chunks = (kv_len + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
         ka::AttnDecodeArgs p{};
         p.q = at<const float>(a.in[0], uint64_t(t * H * D) * 4);
         p.k = at<const uint16_t>(a.in[1]);
         p.v = at<const uint16_t>(a.in[2]);
-        p.partial = at<float>(partial.get());
-        p.stats = at<float>(stats.get());
+        p.partial = at<float>(a.in[3]);
+        p.stats = at<float>(a.in[4]);
         p.n_heads = u32(H, "heads");
         p.n_kv_heads = u32(Hkv, "KV heads");
         p.kv_len = kv_len;
@@ -126,8 +124,8 @@ void attention_decode(devices::Device& dev, const DeviceArgs& a) {
         p.scale = float(a.fscalar[0]);
         dev.launch_hand_kernel(partial_kernel, ka::kernarg_bytes(p));
         ka::AttnCombineArgs c{};
-        c.partial = at<const float>(partial.get());
-        c.stats = at<const float>(stats.get());
+        c.partial = at<const float>(a.in[3]);
+        c.stats = at<const float>(a.in[4]);
         c.out = at<float>(a.out, uint64_t(t * H * D) * 4);
         c.n_heads = p.n_heads;
         c.n_chunks = n_chunks;
@@ -205,7 +203,9 @@ std::optional<Tensor> attention(const Tensor& q, const Tensor& k_cache, const Te
     if (!D.is_const() || !same(v_cache.dim(2), D) || !ka::attention_partial_kernel_for(uint32_t(D.value()))) return std::nullopt;
     CustomCall c;
     c.kernel = &ATTENTION;
-    c.inputs = {q.cast(f32), k_cache, v_cache};
+    int64_t chunks = (k_cache.dim(0).max() + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
+    Tensor partial = Tensor::empty({H * chunks * D}, f32, q.device()), stats = Tensor::empty({H * chunks * 2}, f32, q.device());
+    c.inputs = {q.cast(f32), k_cache, v_cache, partial, stats};
     c.out_shape = {T, H, D};
     c.scalars = {T, H, Hkv, D, D, start_pos, 1, 1, k_cache.dim(0)};
     c.fscalars = {scale};
