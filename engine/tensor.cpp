@@ -54,7 +54,8 @@ const std::string& default_device() { return default_device_name(); }
 
 void set_default_device(const std::string& name) {
     devices::get(name);  // opens it: an unknown name or a missing GPU throws here
-    default_device_name() = name;
+    // Sessions of a server all name the same device: only a real change writes (graphs may be building).
+    if (default_device_name() != name) default_device_name() = name;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, const std::string& device_in) {

@@ -216,7 +216,8 @@ private:
 void realize(const std::vector<Tensor>& tensors);
 
 // The device new tensors go to when none is named (TINYLLM_DEVICE, else "CPU"). Setting it opens the
-// device, so a missing GPU is reported here (devices::Error), before any model is loaded.
+// device, so a missing GPU is reported here (devices::Error), before any model is loaded. Process-wide,
+// like tinygrad's Device.DEFAULT: set it before building graphs, not while other threads build them.
 const std::string& default_device();
 void set_default_device(const std::string& name);
 
