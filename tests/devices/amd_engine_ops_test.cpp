@@ -22,11 +22,8 @@ std::vector<float> on_device(const std::string& device, F&& build) {
 }  // namespace
 
 TEST_CASE("amd engine: no GPU is a clear error, not a crash") {
-    amd::FakeKfdOptions none;
-    none.kfd_present = false;
-    CHECK_THROWS_WITH(amd::make_fake_engine_device(none), Catch::StartsWith("[devices] AMD: no AMD GPU: /dev/kfd does not exist"));
-    amd::FakeKfdOptions no_gpu;
-    no_gpu.gpus.clear();
+    amd::FakeKfdOptions no_kfd{.kfd_present = false, .gpus = {}}, no_gpu{.kfd_present = true, .gpus = {}};
+    CHECK_THROWS_WITH(amd::make_fake_engine_device(no_kfd), Catch::StartsWith("[devices] AMD: no AMD GPU: /dev/kfd does not exist"));
     CHECK_THROWS_WITH(amd::make_fake_engine_device(no_gpu), Catch::Contains("KFD lists no GPU"));
     CHECK_THROWS_WITH(amd::make_fake_engine_device("gfx950"), Catch::Contains("no fake GPU for 'gfx950'"));
 }
