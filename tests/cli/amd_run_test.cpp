@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 namespace {
@@ -50,4 +51,25 @@ TEST_CASE("run --device AMD on the fake GPU prints the golden stories260K contin
     Run r = run_with_fake_kfd("1", "run --device AMD -p 'Once upon a time' -n 32 --temp 0", false);
     REQUIRE(r.status == 0);
     CHECK(r.out == c["generated_text"].get<std::string>() + "\n");
+}
+
+TEST_CASE("run --device AMD on the fake GPU runs every custom kernel as an AMD hand kernel") {
+    setenv("DEBUG", "2", 1);  // one line per kernel run
+    Run r = run_with_fake_kfd("1", "run --device AMD -p 'Once upon a time' -n 2 --temp 0", true);
+    unsetenv("DEBUG");
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("TINYLLM_FAKE_KFD is set: a fake /dev/kfd with an emulated gfx1100") != std::string::npos);
+    std::istringstream lines(r.out);
+    int amd_attention = 0, generated = 0;
+    for (std::string line; std::getline(lines, line);) {
+        size_t at = line.find("[engine]   ");
+        if (at == std::string::npos) continue;
+        std::string kernel = line.substr(at + 11, line.find(' ', at + 11) - at - 11);
+        INFO(line);
+        if (kernel.rfind("C_", 0) == 0) CHECK(kernel.rfind("C_amd_", 0) == 0);  // no host fallback
+        amd_attention += kernel == "C_amd_attention";
+        generated += kernel.rfind("C_", 0) != 0;
+    }
+    CHECK(amd_attention == 5 * 2);  // 5 layers, prefill and one decode step
+    CHECK(generated > 50);
 }
