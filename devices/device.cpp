@@ -1,6 +1,7 @@
 // The device registry and the Device defaults shared by backends.
 #include "devices/device.h"
 
+#include "devices/amd/engine_impl.h"
 #include "devices/cpu/cpu_impl.h"
 #include "devices/null/null_impl.h"
 
@@ -21,6 +22,7 @@ std::string upper(std::string s) {
 struct Registry {
     std::mutex mu;
     std::map<std::string, std::function<std::unique_ptr<Device>()>> factories{
+        {"AMD", amd::make_engine_device},
         {"CPU", cpu::make_device},
         {"NULL", null::make_device},
     };
@@ -72,6 +74,10 @@ Memory Device::wrap(const void* host, size_t bytes) {
 void Device::run_host(HostFn, const void*, int64_t, int64_t) {
     throw Error("[devices] " + name() + ": cannot run host functions (custom kernel without a " + name() +
                 " implementation)");
+}
+
+void Device::launch_hand_kernel(const std::string& kernel, std::span<const uint8_t>) {
+    throw Error("[devices] " + name() + ": has no hand-written kernel '" + kernel + "'");
 }
 
 }  // namespace devices

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -79,6 +80,10 @@ public:
     // Runs a host function over [0, n_work) in chunks of at least `grain` (CPU: on the thread pool).
     // Devices that cannot run host code throw.
     virtual void run_host(HostFn fn, const void* ctx, int64_t n_work, int64_t grain);
+    // A hand-written kernel shipped with the backend (AMD: a kernels_amd code-object kernel, by name), its
+    // argument block laid out as the kernel declares it, pointers in it being Memory handles. Queued like
+    // launch(). Devices without hand kernels throw.
+    virtual void launch_hand_kernel(const std::string& kernel, std::span<const uint8_t> kernarg);
     virtual void synchronize() = 0;
 };
 

@@ -46,4 +46,12 @@ const std::string& null_target() {
     return v;
 }
 
+const std::string& fake_kfd() {
+    static const std::string v = [] {
+        const char* d = std::getenv("TINYLLM_FAKE_KFD");
+        return std::string(d ? d : "");
+    }();
+    return v;
+}
+
 }  // namespace devices::env

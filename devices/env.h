@@ -3,6 +3,8 @@
 //   TINYLLM_THREADS=N  CPU thread pool size (default: all hardware threads)
 //   TINYLLM_DEVICE=NAME  default device for new tensors (default CPU)
 //   TINYLLM_NULL_TARGET=gfxN  the AMD target the NULL device compiles for (default gfx1100)
+//   TINYLLM_FAKE_KFD=1|gfxN  tests only: "AMD" is a fake /dev/kfd whose GPU (gfx1100, or the target named)
+//                            runs host twins of the kernels (emulated hand kernels, host-compiled IR)
 #pragma once
 
 #include <string>
@@ -13,5 +15,6 @@ int debug();                 // DEBUG
 int threads();               // TINYLLM_THREADS, or the hardware concurrency
 const std::string& device(); // TINYLLM_DEVICE, or "CPU"
 const std::string& null_target();  // TINYLLM_NULL_TARGET, or "gfx1100"
+const std::string& fake_kfd();     // TINYLLM_FAKE_KFD, or "" (the real /dev/kfd)
 
 }  // namespace devices::env

@@ -129,6 +129,7 @@ struct Buffer {
     int64_t numel = 0;                   // capacity in elements (the maximum over the Vars)
     std::shared_ptr<const void> owner;   // keeps external memory alive
     bool external = false;               // read-only wrapped memory
+    const void* host_data = nullptr;     // external: the host memory it wraps or was uploaded from
     ~Buffer();
 };
 std::shared_ptr<Buffer> make_buffer(const std::string& device, DType dtype, int64_t numel);  // zero-filled

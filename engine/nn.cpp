@@ -1,14 +1,15 @@
 // Model helpers built from engine ops (softmax, norms, activations, RoPE, matmul) and the custom-kernel
 // dispatch for weights (linear, embedding, dequantize) and attention.
 #include "engine/ref_kernels_impl.h"
+#include "engine/amd_kernels_impl.h"
 #include "engine/ir_impl.h"
 #include "engine/realize_impl.h"
 
 #include <cmath>
 #include <algorithm>
 #include <map>
-#include <tuple>
 #include <mutex>
+#include <tuple>
 
 namespace engine {
 
@@ -43,6 +44,7 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     Dim T = numel(out_shape), N = w.dim(0), K = w.dim(1);
     out_shape.push_back(N);
     Tensor xf = x.cast(f32).reshape({T, K});
+    if (auto y = amd_kernels::linear(xf, w)) return y->reshape(out_shape);  // on AMD: its kernels
     auto type = gguf::Type(gguf_id(w.dtype()));
     CustomCall call;
     call.out_shape = {T, N};
@@ -159,11 +161,11 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int k) {
 namespace {
 // theta^(-2i/rope_dim) as ggml computes it (a running float product of powf(theta, -2/rope_dim)), with
 // YaRN's per-dimension blend of interpolated (· freq_scale) and original frequencies folded in.
-Tensor inv_freqs(int rope_dim, double theta, const RopeScaling& sc) {
+Tensor inv_freqs(int rope_dim, double theta, const RopeScaling& sc, const std::string& device) {
     static std::mutex mu;
-    static std::map<std::tuple<int, double, float, float, int, float, float>, Tensor> cache;
+    static std::map<std::tuple<int, double, float, float, int, float, float, std::string>, Tensor> cache;
     std::lock_guard lock(mu);
-    auto& t = cache[{rope_dim, theta, sc.freq_scale, sc.ext_factor, sc.n_ctx_orig, sc.beta_fast, sc.beta_slow}];
+    auto& t = cache[{rope_dim, theta, sc.freq_scale, sc.ext_factor, sc.n_ctx_orig, sc.beta_fast, sc.beta_slow, device}];
     if (!t.defined()) {
         // ggml_rope_yarn_corr_dims: the dims where the wavelength crosses n_ctx_orig / beta turns.
         auto corr_dim = [&](float beta) {
@@ -182,7 +184,7 @@ Tensor inv_freqs(int rope_dim, double theta, const RopeScaling& sc) {
                 mix = (1.0f - std::min(1.0f, std::max(0.0f, (float(i) - low) / std::max(0.001f, high - low)))) * sc.ext_factor;
             f[i] = v * (sc.freq_scale * (1.0f - mix) + mix);
         }
-        t = Tensor::from_vector(f, {rope_dim / 2});
+        t = Tensor::from_data(f.data(), f.size() * sizeof(float), {rope_dim / 2}, f32, device);
     }
     return t;
 }
@@ -197,7 +199,7 @@ Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta
     if (scaling.ext_factor != 0.0f && (scaling.n_ctx_orig <= 0 || scaling.freq_scale <= 0.0f))
         fail("rope", "YaRN needs the original context length and a positive freq_scale");
     int half = rope_dim / 2;
-    Tensor freq = inv_freqs(rope_dim, theta, scaling);
+    Tensor freq = inv_freqs(rope_dim, theta, scaling, x.device());
     if (freq_factors.defined()) freq = freq / freq_factors.cast(f32);
     Tensor pos = (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32).reshape({T, 1});
     Tensor angle = pos * freq.reshape({1, half});             // (T, half)
@@ -228,10 +230,13 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
     if (!H.is_const() || !Hkv.is_const() || H.value() % Hkv.value()) fail("attention", "n_head must be a multiple of n_head_kv");
     for (const Tensor* c : {&k_cache, &v_cache})
         if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
-    CustomCall call;
-    call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
     if (window < 0) fail("attention", "negative window");
     if (sinks.defined() && (sinks.ndim() != 1 || !same(sinks.dim(0), H))) fail("attention", "sinks must be (n_head), got " + shape_str(sinks.shape()));
+    // On AMD: its flash-decode kernels, which have no sinks or sliding window yet (those take the path below).
+    if (!sinks.defined() && window == 0)
+        if (auto out = amd_kernels::attention(q, k_cache, v_cache, start_pos, scale)) return *out;
+    CustomCall call;
+    call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
     call.inputs = {q.cast(f32), k_cache, v_cache};
     if (sinks.defined()) call.inputs.push_back(sinks.cast(f32));
     call.out_shape = {T, H, Dv};

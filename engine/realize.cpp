@@ -88,10 +88,21 @@ void run_item(const ExecItem& it) {
         mutable_stats().kernels_run++;
         return;
     }
+    if (it.custom->amd && it.device->target().arch == devices::Arch::AMDGCN) {
+        DeviceArgs d;
+        d.out = it.buffers[0]->mem.get();
+        for (size_t i = 1; i < it.buffers.size(); i++) d.in[i - 1] = it.buffers[i]->mem.get();
+        for (size_t i = 0; i < it.scalars.size(); i++) d.scalar[i] = eval_int(it.scalars[i].get());
+        for (size_t i = 0; i < it.fscalars.size(); i++) d.fscalar[i] = it.fscalars[i];
+        it.custom->amd(*it.device, d);
+        mutable_stats().custom_run++;
+        return;
+    }
     if (!it.custom->cpu) throw Error("[engine] custom kernel '" + it.custom->name + "' has no implementation for " + it.device->name());
     CustomCtx c{it.custom->cpu, {}};
     c.args.out = it.buffers[0]->mem->host;
-    for (size_t i = 1; i < it.buffers.size(); i++) c.args.in[i - 1] = it.buffers[i]->mem->host;
+    for (size_t i = 1; i < it.buffers.size(); i++)  // external inputs read from host memory (a GPU holds a copy)
+        c.args.in[i - 1] = it.buffers[i]->host_data ? it.buffers[i]->host_data : it.buffers[i]->mem->host;
     for (size_t i = 0; i < it.scalars.size(); i++) c.args.scalar[i] = eval_int(it.scalars[i].get());
     for (size_t i = 0; i < it.fscalars.size(); i++) c.args.fscalar[i] = it.fscalars[i];
     it.device->run_host(run_custom_chunk, &c, eval_int(it.n_work.get()), it.custom->grain);

@@ -1,7 +1,8 @@
 // Kernel IR -> LLVM IR text. x86-64: the output's outer loops are flattened into one index that the
 // thread pool splits ([begin, end)), the innermost output loop and REDUCE loops are plain loops left to
 // LLVM's vectorizer, buffers are noalias. Half types live in float registers, rounded after each op.
-// An amdgcn target would emit the same body under workitem/workgroup ids in an amdgpu_kernel.
+// amdgcn: the same body in an amdgpu_kernel, one work-item per output element (all output loops
+// flattened into the global work-item id), global pointers cast to flat for the shared body code.
 #include "engine/llvm_prelude_impl.h"
 #include "engine/realize_impl.h"
 #include "engine/rewrite_impl.h"
@@ -296,10 +297,13 @@ struct Renderer {
     // against the global size.
     std::string body_function(const std::vector<const Node*>& vars, bool amd) {
         const auto& loops = k.loops;
-        size_t n_outer = loops.size() >= 2 ? loops.size() - 1 : loops.size();
+        size_t n_outer = loops.size() >= 2 && !amd ? loops.size() - 1 : loops.size();
         out.clear();
         label("entry");
         scopes.emplace_back();
+        if (amd)  // kernel arguments are global pointers; the body addresses them as flat ones
+            for (size_t p = 0; p < k.params.size(); p++)
+                emit("%p" + std::to_string(p) + " = addrspacecast ptr addrspace(1) %p" + std::to_string(p) + ".global to ptr");
         std::vector<std::string> ends;
         for (auto& l : loops) ends.push_back(val(l->src(0)));
         if (amd) {
@@ -325,7 +329,7 @@ struct Renderer {
             ranges[loops[i].get()] = op("urem i64 " + rem + ", " + ends[i]);
             rem = op("udiv i64 " + rem + ", " + ends[i]);
         }
-        if (loops.size() >= 2) {
+        if (n_outer < loops.size()) {
             std::string from = block;
             emit("br label %inner.hdr");
             label("inner.hdr");
@@ -357,9 +361,10 @@ struct Renderer {
 
         std::string sig = amd ? "define amdgpu_kernel void @" + name + "(" : "define internal void @" + name + "_body(";
         int n_params = int(k.params.size());
-        for (int p = 0; p < n_params; p++) sig += "ptr noalias %p" + std::to_string(p) + ", ";
+        for (int p = 0; p < n_params; p++)
+            sig += amd ? "ptr addrspace(1) noalias %p" + std::to_string(p) + ".global, " : "ptr noalias %p" + std::to_string(p) + ", ";
         for (size_t v = 0; v < vars.size(); v++) sig += "i64 %v" + std::to_string(v) + ", ";
-        return sig + (amd ? "i64 %end) #0 {\n" : "i64 %begin, i64 %end) #0 {\n") + out + "}\n";
+        return sig + (amd ? "i64 %end) #2 {\n" : "i64 %begin, i64 %end) #0 {\n") + out + "}\n";
     }
 };
 
@@ -409,11 +414,12 @@ RenderedKernel render_llvm(const LoweredKernel& k, const devices::Target& target
     std::string ir = llvm_prelude();
     ir += body;
     ir += amd ? "declare i32 @llvm.amdgcn.workgroup.id.x()\ndeclare i32 @llvm.amdgcn.workitem.id.x()\n"
+                "attributes #2 = { nounwind \"amdgpu-flat-work-group-size\"=\"1," + std::to_string(AMD_WORKGROUP) + "\" }\n"
               : x86_entry(rk.name, k.params.size(), vars.size());
     rk.llvm_ir = std::move(ir);
 
     for (const Node* v : vars) rk.vars.push_back(NodeRef(v));
-    size_t n_outer = k.loops.size() >= 2 ? k.loops.size() - 1 : k.loops.size();
+    size_t n_outer = k.loops.size() >= 2 && !amd ? k.loops.size() - 1 : k.loops.size();
     NodeRef global = cidx(1), work = reduce_work;
     for (size_t i = 0; i < k.loops.size(); i++) {
         if (i < n_outer) global = imul(global, k.loops[i]->srcs[0]);

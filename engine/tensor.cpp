@@ -43,24 +43,40 @@ Tensor make_view(const Tensor& src, NodeRef n) {
 }
 
 // --- creation -------------------------------------------------------------------------------------
-Tensor Tensor::empty(const Shape& shape, DType dtype, const std::string& device) {
+namespace {
+std::string& default_device_name() {
+    static std::string name = devices::env::device();
+    return name;
+}
+}  // namespace
+
+const std::string& default_device() { return default_device_name(); }
+
+void set_default_device(const std::string& name) {
+    devices::get(name);  // opens it: an unknown name or a missing GPU throws here
+    // Sessions of a server all name the same device: only a real change writes (graphs may be building).
+    if (default_device_name() != name) default_device_name() = name;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, const std::string& device_in) {
+    const std::string& device = device_in.empty() ? default_device() : device_in;
     auto buf = make_buffer(device, dtype, engine::numel(shape).max());
     return make_tensor(buffer_node(std::move(buf), shape), device);
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
     if (dtype.is_quantized()) fail("full", "cannot fill a " + dtype.name() + " tensor");
-    Tensor c = make_tensor(make_const(value, dtype), devices::env::device());
+    Tensor c = make_tensor(make_const(value, dtype), default_device());
     if (shape.empty()) return c;
     return c.reshape(Shape(shape.size(), 1)).expand(shape);
 }
 
-Tensor Tensor::from_dim(const Dim& d, DType dtype) { return make_tensor(engine::cast(d.node(), dtype), devices::env::device()); }
+Tensor Tensor::from_dim(const Dim& d, DType dtype) { return make_tensor(engine::cast(d.node(), dtype), default_device()); }
 
 Tensor Tensor::arange(const Dim& n, DType dtype) {
     Arg a;
     a.dims = {n};
-    return make_tensor(make(Op::IOTA, dtype, {}, std::move(a)), devices::env::device());
+    return make_tensor(make(Op::IOTA, dtype, {}, std::move(a)), default_device());
 }
 
 Tensor Tensor::from_data(const void* data, size_t bytes, const Shape& shape, DType dtype, const std::string& device) {
@@ -76,13 +92,20 @@ Tensor Tensor::from_data(const void* data, size_t bytes, const Shape& shape, DTy
 
 Tensor Tensor::external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner) {
     auto buf = std::make_shared<Buffer>();
-    buf->device = &devices::get("CPU");
+    buf->device = &devices::get(default_device());
     buf->dtype = dtype;
     buf->numel = engine::numel(shape).value();
     buf->external = true;
     buf->owner = std::move(owner);
-    buf->mem = std::make_shared<devices::Memory>(buf->device->wrap(data, dtype.nbytes(buf->numel)));
-    return make_tensor(buffer_node(std::move(buf), shape), "CPU");
+    buf->host_data = data;
+    devices::Device* dev = buf->device;
+    devices::Memory m = dev->wrap(data, dtype.nbytes(buf->numel));
+    if (m.external) buf->mem = std::make_shared<devices::Memory>(m);
+    else buf->mem = std::shared_ptr<devices::Memory>(new devices::Memory(m), [dev](devices::Memory* p) {  // an uploaded copy
+        dev->free(*p);
+        delete p;
+    });
+    return make_tensor(buffer_node(std::move(buf), shape), default_device());
 }
 
 Tensor Tensor::from_gguf(const gguf::TensorInfo& info, std::shared_ptr<const void> owner) {

@@ -18,6 +18,10 @@
 namespace gguf {
 struct TensorInfo;
 }
+namespace devices {
+class Device;
+struct Memory;
+}
 
 namespace engine {
 
@@ -134,8 +138,8 @@ class Tensor {
 public:
     Tensor() = default;
 
-    // --- creation ---------------------------------------------------------------------------------
-    static Tensor empty(const Shape& shape, DType dtype = f32, const std::string& device = "CPU");
+    // --- creation (device "" = default_device()) -----------------------------------------------------
+    static Tensor empty(const Shape& shape, DType dtype = f32, const std::string& device = "");
     static Tensor full(const Shape& shape, double value, DType dtype = f32);   // lazy constant
     static Tensor zeros(const Shape& shape, DType dtype = f32) { return full(shape, 0.0, dtype); }
     static Tensor ones(const Shape& shape, DType dtype = f32) { return full(shape, 1.0, dtype); }
@@ -144,9 +148,10 @@ public:
     static Tensor arange(const Dim& n, DType dtype = i32);      // 0, 1, ..., n-1
     // Copies `bytes` of raw data (dtype's storage layout) into a new realized buffer.
     static Tensor from_data(const void* data, size_t bytes, const Shape& shape, DType dtype,
-                            const std::string& device = "CPU");
+                            const std::string& device = "");
     template <class T> static Tensor from_vector(const std::vector<T>& v, const Shape& shape);
-    // Wraps external memory without copying (mmap'd weights); `owner` keeps it alive. Read-only.
+    // Wraps external memory without copying (mmap'd weights); `owner` keeps it alive. Read-only. On a
+    // device that cannot read host memory (AMD) the data is uploaded once.
     static Tensor external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner);
     // A GGUF tensor in place: shape reversed from ggml order (dims[0] innermost -> last), dtype from its
     // type. `owner` keeps the mapping alive (e.g. the gguf::File).
@@ -209,6 +214,12 @@ private:
 
 // Realizes several tensors in one schedule (shared work runs once); also runs every pending assign.
 void realize(const std::vector<Tensor>& tensors);
+
+// The device new tensors go to when none is named (TINYLLM_DEVICE, else "CPU"). Setting it opens the
+// device, so a missing GPU is reported here (devices::Error), before any model is loaded. Process-wide,
+// like tinygrad's Device.DEFAULT: set it before building graphs, not while other threads build them.
+const std::string& default_device();
+void set_default_device(const std::string& name);
 
 // ---------------------------------------------------------------------------------------------------
 // Elementwise ops broadcast numpy-style and promote dtypes (bool < ints < f16/bf16 < f32); a scalar
@@ -357,11 +368,22 @@ struct CustomArgs {
     double fscalar[MAX_SCALARS] = {};  // float parameters (scale, eps, ...)
 };
 using CpuKernelFn = void (*)(const CustomArgs& args, int64_t begin, int64_t end);
+// On AMD a custom kernel queues device kernels (Device::launch_hand_kernel) over device memory.
+struct DeviceArgs {
+    const devices::Memory* in[CustomArgs::MAX_INPUTS] = {};
+    const devices::Memory* out = nullptr;
+    int64_t scalar[CustomArgs::MAX_SCALARS] = {};
+    double fscalar[CustomArgs::MAX_SCALARS] = {};
+};
+using DeviceKernelFn = void (*)(devices::Device& device, const DeviceArgs& args);
 
 struct CustomKernel {
     std::string name;
     CpuKernelFn cpu = nullptr;  // nullptr: no CPU implementation (the error says so)
     int64_t grain = 1;          // fewest work items worth a thread
+    // AMD (and the NULL device, which compiles for AMD). Without it, `cpu` runs on the host over the
+    // device's CPU-visible memory (Device::run_host).
+    DeviceKernelFn amd = nullptr;
 };
 
 struct CustomCall {

@@ -239,6 +239,7 @@ private:
 }  // namespace
 
 std::unique_ptr<Session> open_session(const SessionOptions& options) {
+    engine::set_default_device(options.device);  // the model's weights and state go there
     return std::make_unique<ModelSession>(options);
 }
 

@@ -162,6 +162,9 @@ public:
     // Copies wait for queued work first, so they never race a running kernel.
     void copy_in(const Buffer& dst, const void* src, size_t bytes, size_t dst_offset = 0);
     void copy_out(void* dst, const Buffer& src, size_t bytes, size_t src_offset = 0);
+    // After the CPU stored into buffers through Buffer::host (with no kernel running): makes the stores
+    // visible to the GPU (VRAM writes pass the HDP, which must be flushed).
+    void flush_host_writes();
 
     // Loads a code object for this GPU's target; it stays loaded while the device lives.
     const Program& load_program(std::span<const uint8_t> code_object, const std::string& name);

@@ -147,6 +147,10 @@ void AmdDevice::copy_out(void* dst, const Buffer& src, size_t bytes, size_t src_
     std::memcpy(dst, a.cpu + src_offset, bytes);
 }
 
+void AmdDevice::flush_host_writes() {
+    if (impl_->vram_visible) impl_->kfd->hdp_flush();
+}
+
 const Program& AmdDevice::load_program(std::span<const uint8_t> code_object, const std::string& name) {
     CodeObject co = parse_code_object(code_object, name);
     if (co.target != impl_->gpu.target)

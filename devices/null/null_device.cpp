@@ -41,6 +41,7 @@ public:
     }
     void launch(const Program&, const LaunchArgs&) override {}
     void run_host(HostFn, const void*, int64_t, int64_t) override {}
+    void launch_hand_kernel(const std::string&, std::span<const uint8_t>) override {}
     void synchronize() override {}
 
 private:

@@ -1,5 +1,6 @@
 // tinyllm run: a raw completion of a prompt (or of given token ids), streamed to stdout; --json for
 // tools and golden comparisons (prompt ids, generated ids, text, top raw logits per step).
+#include "devices/env.h"
 #include "llm/session.h"
 #include "server/cli/cli.h"
 
@@ -15,7 +16,7 @@ namespace {
 const char* USAGE =
     "usage: tinyllm run [-m MODEL] [-p PROMPT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                   [--min-p P] [--seed S] [--json] [--top-logits K] [--force 5,17,9] [--kv f16|f32]\n"
-    "                   [--ctx N]\n"
+    "                   [--ctx N] [--device NAME]\n"
     "  -m, --model M     GGUF model (default: the built-in stories260K)\n"
     "  -p, --prompt P    prompt text; BOS is added as the model's add_bos_token says\n"
     "  --ids 1,2,3       prompt token ids instead of text (nothing is added)\n"
@@ -27,7 +28,8 @@ const char* USAGE =
     "  --top-logits K    with --json: the K largest raw logits of every step\n"
     "  --force 5,17,9    teacher forcing: feed these ids after the prompt instead of the sampled ones\n"
     "  --kv f16|f32      KV cache type (default f16)\n"
-    "  --ctx N           context size (default: the model's, at most 4096)\n";
+    "  --ctx N           context size (default: the model's, at most 4096)\n"
+    "  --device NAME     CPU, or AMD (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n";
 
 std::vector<int32_t> parse_ids(Args& args, const std::string& text, const std::string& flag) {
     std::vector<int32_t> ids;
@@ -64,6 +66,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     args.value("--kv", kv);
     args.value("--force", force_text);
     args.number("--ctx", so.n_ctx);
+    so.device = devices::env::device();
+    args.value("--device", so.device);
     llm::GenerateOptions go;
     go.max_tokens = 64;
     go.sampling.temperature = 0.8f;

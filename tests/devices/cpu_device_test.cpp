@@ -68,7 +68,7 @@ TEST_CASE("CPU device reports bad IR and out-of-range copies as errors") {
     char buf[32] = {};
     REQUIRE_THROWS_WITH(dev.copy_in(m, 8, buf, 16), Catch::Contains("exceeds a 16-byte buffer"));
     dev.free(m);
-    REQUIRE_THROWS_WITH(devices::get("TPU"), Catch::Contains("unknown device 'TPU' (known: CPU, NULL)"));
+    REQUIRE_THROWS_WITH(devices::get("TPU"), Catch::Contains("unknown device 'TPU' (known: AMD, CPU, NULL)"));
 }
 
 TEST_CASE("CPU thread pool covers every work item exactly once") {
