@@ -30,6 +30,11 @@ int threads() {
     return v;
 }
 
+bool cpu_thp() {
+    static const bool v = int_flag("TINYLLM_CPU_THP", 1) != 0;
+    return v;
+}
+
 const std::string& device() {
     static const std::string v = [] {
         const char* d = std::getenv("TINYLLM_DEVICE");

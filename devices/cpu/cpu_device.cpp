@@ -1,9 +1,15 @@
-// The CPU device: 64-byte aligned host memory, external buffers wrapped in place, kernels from the LLVM
-// JIT, and a thread pool that splits each kernel's outer loop (or a custom kernel's work items).
+// The CPU device: 64-byte aligned host memory, external buffers wrapped in place (large ones copied
+// into huge pages), kernels from the LLVM JIT, and a thread pool that splits each kernel's outer loop
+// (or a custom kernel's work items).
 #include "devices/cpu/cpu_impl.h"
 #include "devices/cpu/thread_pool.h"
 #include "devices/env.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,6 +29,43 @@ struct KernelCall {
     void** buffers;
     const int64_t* vars;
 };
+
+// Weights wrapped from the mmap'd file sit in 4 KiB pages, and decode streams all of them once per
+// token: from 2 MiB pages the same kernels read them 10-30% faster (fewer TLB misses; measured with
+// bench_cpu_kernels --thp). So large read-only buffers are copied into transparent huge pages.
+constexpr size_t HUGE_PAGE = size_t(2) << 20;
+constexpr size_t THP_MIN_BYTES = HUGE_PAGE;  // smaller tensors (norms, biases) stay in place
+
+// Whether [p, p + bytes) lies in one read-only mapping of a file (the GGUF), per /proc/self/maps.
+bool in_read_only_file_mapping(const void* p, size_t bytes) {
+    std::FILE* maps = std::fopen("/proc/self/maps", "r");
+    if (!maps) return false;
+    bool found = false;
+    unsigned long begin, end, inode;
+    char perms[8];
+    char line[512];
+    while (!found && std::fgets(line, sizeof line, maps))
+        if (std::sscanf(line, "%lx-%lx %7s %*s %*s %lu", &begin, &end, perms, &inode) == 4)
+            found = begin <= uintptr_t(p) && uintptr_t(p) + bytes <= end && perms[1] == '-' && inode != 0;
+    std::fclose(maps);
+    return found;
+}
+
+// A 2 MiB-aligned copy of `bytes` at `host` in transparent huge pages, or nullptr if that fails.
+// When the source is a read-only file mapping, its pages are then released from this process (they
+// are clean and refault from the page cache if read again), so the copy does not double the RSS.
+void* copy_to_huge_pages(const void* host, size_t bytes) {
+    const size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void* p = std::aligned_alloc(HUGE_PAGE, rounded);
+    if (!p) return nullptr;
+    madvise(p, rounded, MADV_HUGEPAGE);  // advisory: without THP this is still a valid copy
+    std::memcpy(p, host, bytes);
+    const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (uintptr_t(host) + page - 1) / page * page, end = (uintptr_t(host) + bytes) / page * page;
+    if (end > begin && in_read_only_file_mapping(host, bytes))
+        madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    return p;
+}
 
 void run_kernel_chunk(const void* ctx, int64_t begin, int64_t end) {
     auto c = static_cast<const KernelCall*>(ctx);
@@ -49,6 +92,8 @@ public:
         m = Memory{};
     }
     Memory wrap(const void* host, size_t bytes) override {
+        if (bytes >= THP_MIN_BYTES && env::cpu_thp())
+            if (void* p = copy_to_huge_pages(host, bytes)) return Memory{reinterpret_cast<uint64_t>(p), p, bytes, false};
         void* p = const_cast<void*>(host);  // kernels never write external buffers (the engine checks)
         return Memory{reinterpret_cast<uint64_t>(p), p, bytes, true};
     }

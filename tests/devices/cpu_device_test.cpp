@@ -4,7 +4,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -69,6 +75,35 @@ TEST_CASE("CPU device reports bad IR and out-of-range copies as errors") {
     REQUIRE_THROWS_WITH(dev.copy_in(m, 8, buf, 16), Catch::Contains("exceeds a 16-byte buffer"));
     dev.free(m);
     REQUIRE_THROWS_WITH(devices::get("TPU"), Catch::Contains("unknown device 'TPU' (known: AMD, CPU, NULL)"));
+}
+
+// Large weights are copied into huge pages (CpuDevice::wrap); the copy must hold the same bytes, and
+// releasing the source pages must never lose data: a file mapping refaults, heap memory is left alone.
+TEST_CASE("CPU device wraps large buffers without changing their bytes or their source") {
+    devices::Device& dev = devices::get("cpu");
+    const size_t bytes = (size_t(3) << 20) + 100;
+    std::vector<unsigned char> pattern(bytes);
+    for (size_t i = 0; i < bytes; i++) pattern[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+
+    char path[] = "/tmp/tinyllm_wrap_testXXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, pattern.data(), bytes) == ssize_t(bytes));
+    void* file = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    std::remove(path);
+    REQUIRE(file != MAP_FAILED);
+
+    std::vector<unsigned char> heap = pattern, out(bytes);
+    for (const void* src : {static_cast<const void*>(file), static_cast<const void*>(heap.data())}) {
+        devices::Memory m = dev.wrap(src, bytes);
+        REQUIRE(m.size == bytes);
+        dev.copy_out(out.data(), m, 0, bytes);
+        REQUIRE(std::memcmp(out.data(), pattern.data(), bytes) == 0);
+        REQUIRE(std::memcmp(src, pattern.data(), bytes) == 0);  // the source still reads the same
+        dev.free(m);
+    }
+    munmap(file, bytes);
 }
 
 TEST_CASE("CPU thread pool covers every work item exactly once") {
