@@ -4,6 +4,7 @@
 
 #include "devices/device.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -43,9 +44,16 @@ std::shared_ptr<devices::Memory> alloc_memory(devices::Device* dev, size_t bytes
     }
     if (!found) m = dev->alloc(sz);
     m.size = bytes;
+    {
+        std::lock_guard lock(cache().mu);
+        Stats& st = mutable_stats();
+        st.bytes_in_use += sz;
+        st.peak_bytes_in_use = std::max(st.peak_bytes_in_use, st.bytes_in_use);
+    }
     return std::shared_ptr<devices::Memory>(new devices::Memory(m), [dev, sz](devices::Memory* p) {
         {
             std::lock_guard lock(cache().mu);
+            mutable_stats().bytes_in_use -= sz;
             if (cache().cached_bytes + sz <= BlockCache::MAX_CACHED) {
                 p->size = sz;
                 cache().free.insert({{dev, sz}, *p});
@@ -57,6 +65,11 @@ std::shared_ptr<devices::Memory> alloc_memory(devices::Device* dev, size_t bytes
         dev->free(*p);
         delete p;
     });
+}
+
+void reset_peak_bytes() {
+    std::lock_guard lock(cache().mu);
+    mutable_stats().peak_bytes_in_use = mutable_stats().bytes_in_use;
 }
 
 Buffer::~Buffer() = default;

@@ -429,8 +429,11 @@ struct Stats {
     uint64_t kernels_run = 0;      // generated kernel launches
     uint64_t custom_run = 0;       // custom kernel launches
     uint64_t replays = 0;          // Jit replays
+    uint64_t bytes_in_use = 0;     // device memory held by kernel outputs and intermediates (not the free-block cache)
+    uint64_t peak_bytes_in_use = 0;  // its high-water mark since the last reset_peak_bytes()
 };
 Stats stats();
+void reset_peak_bytes();
 
 // The kernels the last realize() scheduled (tests assert fusion with these).
 struct KernelInfo {
