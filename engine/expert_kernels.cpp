@@ -18,21 +18,9 @@ namespace engine::experts {
 
 namespace {
 
-gguf::Type type_of(int64_t id) { return static_cast<gguf::Type>(uint32_t(id)); }
+using ref_kernels::type_of;
 
 int64_t bytes_per_row(gguf::Type t, int64_t n) { return int64_t(*gguf::row_bytes(t, n)); }
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-float dot_f32(const float* a, const float* b, int64_t n) {
-    float acc[16] = {};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
-    float s = 0.0f;
-    for (; i < n; i++) s += a[i] * b[i];
-    for (int j = 0; j < 16; j++) s += acc[j];
-    return s;
-}
 
 // Per-thread scratch, grown on demand.
 template <class T> T* scratch(std::vector<T>& v, size_t n) {
@@ -76,7 +64,7 @@ void matmul(const CustomArgs& a, int64_t begin, int64_t end) {
             }
             for (int64_t j = 0; j < count; j++) {
                 auto xf = reinterpret_cast<const float*>(x_at(j));
-                for (int64_t r = 0; r < n; r++) y[j * n + r] = dot_f32(xf, wf + r * K, K);
+                for (int64_t r = 0; r < n; r++) y[j * n + r] = ref_kernels::dot(xf, wf + r * K, K);
             }
         } else {
 #ifdef TINYLLM_HAND_KERNELS

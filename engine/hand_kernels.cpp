@@ -13,8 +13,6 @@ namespace engine::ref_kernels {
 
 namespace {
 
-gguf::Type type_of(int64_t id) { return static_cast<gguf::Type>(uint32_t(id)); }
-
 // scalar {n_cols, activation type}: rows [b, e) of x (rows, n_cols) f32 -> activation rows.
 void quantize(const CustomArgs& a, int64_t b, int64_t e) {
     ::cpu_kernels::quantize_rows(type_of(a.scalar[1]), static_cast<const float*>(a.in[0]), a.scalar[0], a.scalar[0], a.out, b, e);

@@ -17,35 +17,13 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
 
-gguf::Type type_of(int64_t id) { return static_cast<gguf::Type>(uint32_t(id)); }
+using ref_kernels::dot;
+using ref_kernels::type_of;
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-float dot(const float* a, const float* b, int64_t n) {
-    float acc[16] = {};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
-    float s = 0.0f;
-    for (; i < n; i++) s += a[i] * b[i];
-    for (int j = 0; j < 16; j++) s += acc[j];
-    return s;
-}
-
-// Row r (k elements) of a matrix stored as `type`, as f32: f32 rows in place, others into `buf`.
+// ref_kernels::row_f32 with a growable buffer.
 const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, std::vector<float>& buf) {
-    if (type == gguf::Type::F32) return static_cast<const float*>(base) + r * k;
     buf.resize(size_t(k));
-    auto bytes = static_cast<const uint8_t*>(base) + size_t(r) * *gguf::row_bytes(type, k);
-    if (type == gguf::Type::F16) {
-        auto h = reinterpret_cast<const uint16_t*>(bytes);
-        for (int64_t i = 0; i < k; i++) buf[size_t(i)] = gguf::f16_to_f32(h[i]);
-    } else if (type == gguf::Type::BF16) {
-        auto h = reinterpret_cast<const uint16_t*>(bytes);
-        for (int64_t i = 0; i < k; i++) buf[size_t(i)] = gguf::bf16_to_f32(h[i]);
-    } else {
-        gguf::type_traits(type).dequantize(bytes, buf.data(), k);
-    }
-    return buf.data();
+    return ref_kernels::row_f32(base, type, r, k, buf.data());
 }
 
 // scalar {T, H, N, K, weight type}; in {x (H, T, K) f32, w (H, N, K)}; out (H, T, N); items are the

@@ -13,18 +13,6 @@ namespace engine::ref_kernels {
 namespace {
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
-float dot(const float* a, const float* b, int64_t n) {
-    float acc[16] = {};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
-    float s = 0.0f;
-    for (; i < n; i++) s += a[i] * b[i];
-    for (int j = 0; j < 16; j++) s += acc[j];
-    return s;
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
 void axpy(float* y, float a, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
@@ -41,23 +29,6 @@ void bf16_to_f32_row(const uint16_t* h, float* out, int64_t n) {
         std::memcpy(out + i, &bits, 4);
     }
 }
-
-// Row `r` (of `k` elements) of a matrix stored as `type` as f32: f32 rows in place, others converted
-// into `buf` (k floats) with the gguf reference dequantizers.
-const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, float* buf) {
-    if (type == gguf::Type::F32) return static_cast<const float*>(base) + r * k;
-    if (type == gguf::Type::F16) f16_to_f32_row(static_cast<const _Float16*>(base) + r * k, buf, k);
-    else if (type == gguf::Type::BF16) bf16_to_f32_row(static_cast<const uint16_t*>(base) + r * k, buf, k);
-    else {
-        const gguf::TypeTraits& tr = gguf::type_traits(type);
-        if (!tr.dequantize) throw Error(std::string("[engine] cpu kernel: no dequantizer for ") + tr.name);
-        size_t row_bytes = size_t(k / tr.block_size) * tr.bytes_per_block;
-        tr.dequantize(static_cast<const uint8_t*>(base) + size_t(r) * row_bytes, buf, k);
-    }
-    return buf;
-}
-
-gguf::Type type_of(int64_t id) { return static_cast<gguf::Type>(uint32_t(id)); }
 
 // Rows are taken in tiles: a tile's rows are dequantized once and every token's activations are read
 // once per tile (not once per row), so prefill stays in cache.
@@ -167,6 +138,32 @@ void topk(const CustomArgs& a, int64_t begin, int64_t end) {
 }
 
 }  // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+float dot(const float* a, const float* b, int64_t n) {
+    float acc[16] = {};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
+    float s = 0.0f;
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int j = 0; j < 16; j++) s += acc[j];
+    return s;
+}
+
+const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, float* buf) {
+    if (type == gguf::Type::F32) return static_cast<const float*>(base) + r * k;
+    if (type == gguf::Type::F16) f16_to_f32_row(static_cast<const _Float16*>(base) + r * k, buf, k);
+    else if (type == gguf::Type::BF16) bf16_to_f32_row(static_cast<const uint16_t*>(base) + r * k, buf, k);
+    else {
+        const gguf::TypeTraits& tr = gguf::type_traits(type);
+        if (!tr.dequantize) throw Error(std::string("[engine] cpu kernel: no dequantizer for ") + tr.name);
+        size_t row_bytes = size_t(k / tr.block_size) * tr.bytes_per_block;
+        tr.dequantize(static_cast<const uint8_t*>(base) + size_t(r) * row_bytes, buf, k);
+    }
+    return buf;
+}
+
 
 const CustomKernel LINEAR_DEQUANT{"linear_dequant", linear_dequant, 1};
 const CustomKernel GET_ROWS{"get_rows", get_rows, 1};

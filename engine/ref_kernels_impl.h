@@ -7,6 +7,13 @@
 
 namespace engine::ref_kernels {
 
+// Helpers the engine's other reference kernels (MLA, experts) share.
+float dot(const float* a, const float* b, int64_t n);  // vectorized per ISA
+// Row r (k elements) of a matrix stored as `type`, as f32: f32 rows in place, others converted into
+// `buf` (k floats) with the gguf reference dequantizers.
+const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, float* buf);
+inline gguf::Type type_of(int64_t id) { return static_cast<gguf::Type>(uint32_t(id)); }
+
 // y (T, N) f32 = x (T, K) f32 . W (N, K)^T for any weight type, over output rows [begin, end).
 // scalar: {T, N, K, gguf type id}. Quantized/half rows are dequantized one at a time.
 extern const CustomKernel LINEAR_DEQUANT;
