@@ -69,7 +69,10 @@ std::string build() {
     s += "  %n = call float @llvm.rint.f32(float %x)\n";
     s += "  %f = fsub float %x, %n\n";
     s += horner("float", "%f", ec, 8, "e");
-    s += "  %ni = call i32 @llvm.fptosi.sat.i32.f32(float %n)\n";
+    // %n is clamped to [-150, 128] or NaN; a plain fptosi (NaN zeroed first: the result is NaN through %e0
+    // anyway) vectorizes, where the saturating intrinsic is scalarized lane by lane.
+    s += "  %nnan = fcmp uno float %n, %n\n  %nz = select i1 %nnan, float " + hex_float(0.0) + ", float %n\n";
+    s += "  %ni = fptosi float %nz to i32\n";
     s += "  %n1 = ashr i32 %ni, 1\n  %n2 = sub i32 %ni, %n1\n";
     s += "  %b1 = add i32 %n1, 127\n  %s1i = shl i32 %b1, 23\n  %s1 = bitcast i32 %s1i to float\n";
     s += "  %b2 = add i32 %n2, 127\n  %s2i = shl i32 %b2, 23\n  %s2 = bitcast i32 %s2i to float\n";
@@ -125,7 +128,11 @@ std::string build() {
     s += horner("double", "%r2", sc, 7, "s");
     s += "  %sn = fmul double %r, %s0\n";
     s += horner("double", "%r2", cc, 8, "c");
-    s += "  %ki = call i64 @llvm.fptosi.sat.i64.f64(double %k)\n";
+    // only k's two low bits matter: clamp it into i64 range (NaN to 0) so a plain fptosi vectorizes
+    s += "  %kh1 = fcmp ogt double %k, " + hex_double(0x1p62) + "\n  %k1 = select i1 %kh1, double " + hex_double(0x1p62) + ", double %k\n";
+    s += "  %kl1 = fcmp olt double %k1, " + hex_double(-0x1p62) + "\n  %k2 = select i1 %kl1, double " + hex_double(-0x1p62) + ", double %k1\n";
+    s += "  %kn = fcmp uno double %k2, %k2\n  %k3 = select i1 %kn, double " + hex_double(0.0) + ", double %k2\n";
+    s += "  %ki = fptosi double %k3 to i64\n";
     s += "  %odd = and i64 %ki, 1\n  %isodd = icmp ne i64 %odd, 0\n";
     s += "  %v = select i1 %isodd, double %c0, double %sn\n";
     s += "  %hi2 = and i64 %ki, 2\n  %isneg = icmp ne i64 %hi2, 0\n";
