@@ -107,6 +107,13 @@ TEST_CASE("attention causal prefill from position 0 and from the middle of the c
     on_every_variant({17, 23, 4, 1, 32, 32, 0, Type::F16}, 4);
 }
 
+TEST_CASE("attention prefill in tiles of query tokens: 64- and 128-wide heads, partial tiles, split ranges") {
+    on_every_variant({19, 0, 12, 4, 64, 64, 0, Type::F16}, 11);     // two whole tiles and a partial one
+    on_every_variant({21, 45, 16, 2, 128, 128, 0, Type::F32}, 12);  // group of 8, keys cached before
+    on_every_variant({11, 5, 8, 2, 64, 64, 0, Type::F16, false, true}, 13);  // a range starting mid-token
+    on_every_variant({40, 3, 4, 2, 32, 32, 9, Type::F16, true}, 14);  // sliding window and sinks
+}
+
 TEST_CASE("attention with key and value head dims that differ and are not multiples of 16") {
     on_every_variant({3, 9, 6, 2, 24, 20, 0, Type::F16}, 5);
 }

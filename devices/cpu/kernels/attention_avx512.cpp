@@ -50,6 +50,7 @@ __m512 exp_ps(__m512 x) {
 __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1); }
 
 constexpr int64_t kScratchSkew = 5 * 16;  // floats: 5 cache lines
+constexpr int kQueryTile = 8;           // prefill: query tokens sharing each converted block of keys and values
 
 float max_f(float a, float b) { return a > b ? a : b; }  // inputs are never NaN; no libm call
 float exp_f(float x) { return _mm512_cvtss_f32(exp_ps(_mm512_set1_ps(x))); }
@@ -83,6 +84,52 @@ template <int N, class F>
     [&]<int... I>(std::integer_sequence<int, I...>) { (f(I), ...); }(std::make_integer_sequence<int, N>{});
 }
 
+// The online-softmax update of one query head with a block of ≤ 16 logits (lanes outside `valid` do not
+// count), then the weighted value rows 0 .. n_keys-1 (rows outside `valid` get weight 0) into its
+// accumulator.
+template <int kVC>
+[[gnu::always_inline]] inline void softmax_accumulate(const Attention& a, __m512 scaled, __mmask16 valid, const float* v,
+                                                      int64_t v_stride, int n_keys, int64_t vc, HeadState& h) {
+    const __m512 logits = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, scaled);
+    const float new_max = max_f(h.max, _mm512_reduce_max_ps(logits));
+    const __m512 pv = _mm512_maskz_mov_ps(valid, exp_ps(_mm512_sub_ps(logits, _mm512_set1_ps(new_max))));
+    alignas(64) float p[16];
+    _mm512_store_ps(p, pv);
+    const float correction = exp_f(h.max - new_max);  // 0 on the first block (max = −∞)
+    h.sum = h.sum * correction + _mm512_reduce_add_ps(pv);
+    h.max = new_max;
+    if constexpr (kVC != 0) {
+        __m512 acc[kVC];
+        unrolled<kVC>([&](int c) { acc[c] = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * c), _mm512_set1_ps(correction)); });
+        for (int j = 0; j < n_keys; j++) {
+            const float* row = v + j * v_stride;
+            const __m512 pj = _mm512_set1_ps(p[j]);
+            unrolled<kVC>([&](int c) { acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(row + 16 * c), acc[c]); });
+        }
+        unrolled<kVC>([&](int c) { _mm512_store_ps(h.acc + 16 * c, acc[c]); });
+    } else {
+        for (int64_t c = 0; c < vc; c++) {
+            const __mmask16 mask = tail_mask(a.head_dim_v - 16 * c);
+            __m512 acc = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * c), _mm512_set1_ps(correction));
+            for (int j = 0; j < n_keys; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(mask, v + j * v_stride + 16 * c), acc);
+            _mm512_store_ps(h.acc + 16 * c, acc);
+        }
+    }
+}
+
+// Query (t, h)'s output: its accumulator over the softmax denominator (with the sink, if any).
+void finish_head(const Attention& a, int64_t t, int64_t h, const HeadState& st, int64_t vc) {
+    float scale = 1.0f / st.sum;
+    if (a.sinks) {  // the sink joins the denominator, carrying no value
+        const float sink = a.sinks[h], new_max = max_f(st.max, sink);
+        const float correction = exp_f(st.max - new_max);
+        scale = correction / (st.sum * correction + exp_f(sink - new_max));
+    }
+    float* out = a.out + t * a.out_token_stride + h * a.out_head_stride;
+    for (int64_t c = 0; c < vc; c++)
+        _mm512_mask_storeu_ps(out + 16 * c, tail_mask(a.head_dim_v - 16 * c), _mm512_mul_ps(_mm512_load_ps(st.acc + 16 * c), _mm512_set1_ps(scale)));
+}
+
 // One block of nb ≤ 16 keys for one query head: logits, softmax update, value accumulation. kKC / kVC:
 // head dims in 16-float chunks when known at compile time (unrolled, q and the accumulator in
 // registers), else 0: any dims, runtime loops with masks for the last chunk.
@@ -111,31 +158,7 @@ void attend_block(const Attention& a, const float* q, const float* k, int64_t k_
         }
     }
     const __mmask16 valid = tail_mask(nb);
-    const __m512 logits = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, _mm512_mul_ps(sum16(dots), _mm512_set1_ps(a.scale)));
-    const float new_max = max_f(h.max, _mm512_reduce_max_ps(logits));
-    const __m512 pv = _mm512_maskz_mov_ps(valid, exp_ps(_mm512_sub_ps(logits, _mm512_set1_ps(new_max))));
-    alignas(64) float p[16];
-    _mm512_store_ps(p, pv);
-    const float correction = exp_f(h.max - new_max);  // 0 on the first block (max = −∞)
-    h.sum = h.sum * correction + _mm512_reduce_add_ps(pv);
-    h.max = new_max;
-    if constexpr (kVC != 0) {
-        __m512 acc[kVC];
-        unrolled<kVC>([&](int c) { acc[c] = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * c), _mm512_set1_ps(correction)); });
-        for (int j = 0; j < nb; j++) {
-            const float* row = v + j * v_stride;
-            const __m512 pj = _mm512_set1_ps(p[j]);
-            unrolled<kVC>([&](int c) { acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(row + 16 * c), acc[c]); });
-        }
-        unrolled<kVC>([&](int c) { _mm512_store_ps(h.acc + 16 * c, acc[c]); });
-    } else {
-        for (int64_t c = 0; c < vc; c++) {
-            const __mmask16 mask = tail_mask(a.head_dim_v - 16 * c);
-            __m512 acc = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * c), _mm512_set1_ps(correction));
-            for (int j = 0; j < nb; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(mask, v + j * v_stride + 16 * c), acc);
-            _mm512_store_ps(h.acc + 16 * c, acc);
-        }
-    }
+    softmax_accumulate<kVC>(a, _mm512_mul_ps(sum16(dots), _mm512_set1_ps(a.scale)), valid, v, v_stride, nb, vc, h);
 }
 
 // Query token t, heads [h_begin, h_end), 16 keys at a time. For each block of keys the KV heads are
@@ -180,17 +203,61 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
                 attend_block<kKC, kVC>(a, q + h * a.q_head_stride, k, k_stride, v, v_stride, nb, kc, vc, heads[h - h_begin]);
         }
     }
-    for (int64_t h = h_begin; h < h_end; h++) {
-        const HeadState& st = heads[h - h_begin];
-        float scale = 1.0f / st.sum;
-        if (a.sinks) {  // the sink joins the denominator, carrying no value
-            const float sink = a.sinks[h], new_max = max_f(st.max, sink);
-            const float correction = exp_f(st.max - new_max);
-            scale = correction / (st.sum * correction + exp_f(sink - new_max));
+    for (int64_t h = h_begin; h < h_end; h++) finish_head(a, t, h, heads[h - h_begin], vc);
+}
+
+// Query tokens t0 .. t0+nt-1 with all their heads, for causal prefill. Per KV head and block of 16 keys,
+// the keys are transposed once (kt[d][j]) and the values converted once for the tile's nt × group query
+// rows; each row's 16 logits then come from one broadcast-FMA per head dimension, with no horizontal
+// sums. Rows run in order of token, so a block past a token's position is skipped.
+template <int kKC, int kVC>
+void attend_tile(const Attention& a, int64_t t0, int nt, float* mem) {
+    const int64_t group = a.n_head / a.n_head_kv;
+    float* kt = mem;
+    float* vbuf = kt + 16 * 16 * kKC + kScratchSkew;
+    float* accs = vbuf + 16 * 16 * kVC + kScratchSkew;
+    auto rows = reinterpret_cast<HeadState*>(accs + kQueryTile * group * 16 * kVC);
+    const bool f32 = a.kv_type == Type::F32;
+    const int64_t last = a.start_pos + t0 + nt - 1;
+    const int64_t first0 = a.window > 0 ? (a.start_pos + t0 - a.window + 1 > 0 ? a.start_pos + t0 - a.window + 1 : 0) : 0;
+    for (int64_t hk = 0; hk < a.n_head_kv; hk++) {
+        for (int64_t i = 0; i < nt * group; i++) {  // row i: token t0 + i / group, head hk·group + i % group
+            rows[i] = {-INFINITY, 0.0f, accs + i * 16 * kVC};
+            unrolled<kVC>([&](int c) { _mm512_store_ps(rows[i].acc + 16 * c, _mm512_setzero_ps()); });
         }
-        float* out = a.out + t * a.out_token_stride + h * a.out_head_stride;
-        for (int64_t c = 0; c < vc; c++)
-            _mm512_mask_storeu_ps(out + 16 * c, tail_mask(Dv - 16 * c), _mm512_mul_ps(_mm512_load_ps(st.acc + 16 * c), _mm512_set1_ps(scale)));
+        for (int64_t j0 = first0; j0 <= last; j0 += 16) {
+            const int nb = static_cast<int>(last + 1 - j0 < 16 ? last + 1 - j0 : 16);
+            for (int c = 0; c < kKC; c++) {
+                __m512 k[16];
+                for (int j = 0; j < 16; j++) {
+                    const int64_t at = (j0 + j) * a.k_pos_stride + hk * a.k_head_stride + 16 * c;
+                    k[j] = j >= nb ? _mm512_setzero_ps()
+                           : f32   ? _mm512_loadu_ps(static_cast<const float*>(a.k) + at)
+                                   : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(a.k) + at)));
+                }
+                transpose16(k);
+                for (int d = 0; d < 16; d++) _mm512_store_ps(kt + (16 * c + d) * 16, k[d]);
+            }
+            int64_t v_stride;
+            const float* v = cache_rows(a, a.v, a.v_pos_stride, hk * a.v_head_stride, j0, nb, a.head_dim_v, kVC, vbuf, v_stride);
+            for (int i = 0; i < nt; i++) {
+                const int64_t pos = a.start_pos + t0 + i;
+                const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
+                if (j0 > pos || j0 + nb <= first) continue;
+                const int n_keys = static_cast<int>(pos + 1 - j0 < nb ? pos + 1 - j0 : nb);
+                const __mmask16 valid = static_cast<__mmask16>(tail_mask(n_keys) & ~tail_mask(first > j0 ? first - j0 : 0));
+                for (int64_t g = 0; g < group; g++) {
+                    const float* q = a.q + (t0 + i) * a.q_token_stride + (hk * group + g) * a.q_head_stride;
+                    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+                    unrolled<16 * kKC>([&](int d) { s[d % 4] = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_load_ps(kt + 16 * d), s[d % 4]); });
+                    const __m512 dots = _mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]));
+                    softmax_accumulate<kVC>(a, _mm512_mul_ps(dots, _mm512_set1_ps(a.scale)), valid, v, v_stride, n_keys, kVC,
+                                            rows[i * group + g]);
+                }
+            }
+        }
+        for (int i = 0; i < nt; i++)
+            for (int64_t g = 0; g < group; g++) finish_head(a, t0 + i, hk * group + g, rows[i * group + g], kVC);
     }
 }
 
@@ -198,11 +265,28 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
 
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const int64_t kc = (a.head_dim_k + 15) / 16, vc = (a.head_dim_v + 15) / 16;
-    auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + a.n_head * 16 * vc + 2 * kScratchSkew) +
-                                                                  sizeof(HeadState) * a.n_head));
-    for (int64_t pair = pair_begin; pair < pair_end;) {  // the range's heads of one token at a time
+    const int64_t group = a.n_head / a.n_head_kv;
+    const size_t per_token = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + a.n_head * 16 * vc + 2 * kScratchSkew) + sizeof(HeadState) * a.n_head;
+    const size_t per_tile = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + kQueryTile * group * 16 * vc + 2 * kScratchSkew) +
+                            sizeof(HeadState) * kQueryTile * group;
+    auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, per_token > per_tile ? per_token : per_tile));
+    // whole tokens (all heads) of a prefill with square 32/64/128 heads go by tiles of query tokens
+    const bool tiles = a.n_tokens > 1 && a.head_dim_k == a.head_dim_v && (a.head_dim_k == 32 || a.head_dim_k == 64 || a.head_dim_k == 128);
+    for (int64_t pair = pair_begin; pair < pair_end;) {
         const int64_t t = pair / a.n_head, h_begin = pair % a.n_head;
         const int64_t h_end = (t + 1) * a.n_head < pair_end ? a.n_head : pair_end - t * a.n_head;
+        const int64_t whole = h_begin == 0 ? (pair_end - pair) / a.n_head : 0;  // whole tokens from here
+        if (tiles && whole > 0) {
+            const int nt = static_cast<int>(whole < kQueryTile ? whole : kQueryTile);
+            if (a.head_dim_k == 64)
+                attend_tile<4, 4>(a, t, nt, mem);
+            else if (a.head_dim_k == 128)
+                attend_tile<8, 8>(a, t, nt, mem);
+            else
+                attend_tile<2, 2>(a, t, nt, mem);
+            pair += nt * a.n_head;
+            continue;
+        }
         if (a.head_dim_k == 64 && a.head_dim_v == 64)
             attend<4, 4>(a, t, h_begin, h_end, mem);
         else if (a.head_dim_k == 128 && a.head_dim_v == 128)

@@ -96,35 +96,6 @@ void gemv(const Matmul& m, int64_t r0, int64_t r1) {
 
 // ---- many tokens -------------------------------------------------------------------------------
 
-// In-register transpose of 16 vectors of 16 floats (see gemm_avx512.cpp).
-void transpose16(__m512 v[16]) {
-    __m512 t[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        v[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
-        v[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
-        v[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
-        v[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            t[8 * i + j] = _mm512_shuffle_f32x4(v[8 * i + j], v[8 * i + 4 + j], 0x88);
-            t[8 * i + 4 + j] = _mm512_shuffle_f32x4(v[8 * i + j], v[8 * i + 4 + j], 0xdd);
-        }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-        v[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-        v[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-    }
-}
-
 constexpr int kPanelRows = 32, kTileTokens = 8;
 
 // Columns [c0, c0 + n) of n_rows ≤ 32 rows into `panel` as [n][32 rows] floats: two 16-row halves
