@@ -17,6 +17,7 @@ const Type kTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q8_0, Type::Q4_
 
 struct Case {
     int64_t n_rows, n_cols, n_tokens;
+    bool packed = false;  // the weights as pack_rows() panels (the reference reads the rows)
 };
 
 // Runs y = W·x for rows [0, n_rows) in two unaligned pieces into a y wider than n_rows, and checks
@@ -35,6 +36,13 @@ void check_matmul(Type type, const Case& c, uint64_t seed) {
     ck::Matmul m;
     m.type = type, m.w = w.data(), m.n_rows = c.n_rows, m.n_cols = c.n_cols;
     m.x = x.data(), m.n_tokens = c.n_tokens, m.y = y.data(), m.y_stride = y_stride;
+    std::vector<uint8_t> panels(c.packed ? w.size() : 0, 0xA5);
+    if (c.packed) {
+        const int64_t n_panels = c.n_rows / ck::kPanelRows;
+        ck::pack_rows(type, w.data(), c.n_rows, c.n_cols, panels.data(), 0, n_panels / 2);  // in two pieces
+        ck::pack_rows(type, w.data(), c.n_rows, c.n_cols, panels.data(), n_panels / 2, n_panels);
+        m.w = panels.data(), m.packed = true;
+    }
     const int64_t split = c.n_rows / 3;
     ck::matmul(m, split, c.n_rows);
     ck::matmul(m, 0, split);
@@ -71,6 +79,23 @@ TEST_CASE("matmul of random matrices matches the dequantize-and-dot reference, e
                 }
         }
     }
+}
+
+TEST_CASE("matmul over Q8_0 weights packed as panels matches the reference, on every variant") {
+    for (Isa isa : supported_isas()) {
+        ActiveIsa active(isa);
+        for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 17})  // decode tiles of 1-4 tokens, prefill beyond
+            for (Case c : {Case{64, 128, n_tokens, true}, Case{48, 768, n_tokens, true}, Case{16, 64, n_tokens, true}}) {
+                INFO(ck::isa_name(isa) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << n_tokens);
+                check_matmul(Type::Q8_0, c, 77 + c.n_rows + n_tokens);  // row ranges split off panel bounds
+            }
+    }
+    CHECK(ck::can_pack(Type::Q8_0, 32, 64));
+    CHECK_FALSE(ck::can_pack(Type::Q8_0, 40, 64));   // rows not in whole panels
+    CHECK_FALSE(ck::can_pack(Type::Q8_0, 32, 96));   // columns not a multiple of 64
+    CHECK_FALSE(ck::can_pack(Type::Q4_K, 32, 256));  // only Q8_0 so far
+    std::vector<uint8_t> w(40 * 34 * 2), out(w.size());
+    CHECK_THROWS_WITH(ck::pack_rows(Type::Q8_0, w.data(), 40, 64, out.data(), 0, 2), Catch::StartsWith("[cpu_kernels.pack_rows] q8_0 (40, 64)"));
 }
 
 TEST_CASE("matmul over long rows (split into column slices) matches the reference") {

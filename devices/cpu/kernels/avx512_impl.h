@@ -313,6 +313,9 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1);
 // F32/F16/BF16 weights: float_avx512.cpp.
 void matmul_float(const Matmul& m, int64_t r0, int64_t r1);
 
+// Q8_0 weights packed as panels of 16 rows (Matmul::packed), any number of tokens: packed_avx512.cpp.
+void gemv_packed(const Matmul& m, int64_t r0, int64_t r1);
+
 // Activation quantizers: quantize_avx512.cpp.
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end);

@@ -59,6 +59,7 @@ struct Matmul {
     int64_t n_tokens = 0;
     float* y = nullptr;                 // (n_tokens, y_stride): y[t * y_stride + r]
     int64_t y_stride = 0;               // ≥ n_rows
+    bool packed = false;                // w holds pack_rows() panels instead of GGUF rows
 };
 
 // Checks sizes and types; throws Error. matmul() calls it too.
@@ -69,6 +70,20 @@ void validate(const Matmul& m);
 // from 5 (quantized) or 8 (float) tokens on, rows are packed into tiles that serve every token.
 constexpr int64_t kMatmulRowAlign = 16;
 void matmul(const Matmul& m, int64_t row_begin, int64_t row_end);
+
+// ---- weights packed for the matmul ---------------------------------------------------------------
+//
+// Q8_0 weights can be stored as panels of 16 rows, in the order the AVX-512 kernels read them: per
+// panel the codes (q + 128) as [n_cols/4][16 rows][4 bytes] (one aligned 64-byte load feeds 4 columns
+// of 16 rows to vpdpbusd), then the fp16 scales as [n_cols/32][16 rows]. A panel takes the same bytes
+// as the 16 rows it replaces, and decode streams the weights front to back in one sequence with little
+// work per byte. Matmul::packed says w is in this form; every variant accepts it (AVX-512 fastest).
+constexpr int64_t kPanelRows = 16;
+// Whether pack_rows() takes this weight: Q8_0, rows in whole panels, columns a multiple of 64.
+bool can_pack(gguf::Type weight_type, int64_t n_rows, int64_t n_cols);
+// Panels [panel_begin, panel_end) of w (n_rows, n_cols) into `out` (the same size as w).
+void pack_rows(gguf::Type weight_type, const void* w, int64_t n_rows, int64_t n_cols, void* out,
+               int64_t panel_begin, int64_t panel_end);
 
 // ---- attention -----------------------------------------------------------------------------------
 

@@ -32,6 +32,9 @@ namespace scalar { extern const Kernels kernels; }
 namespace avx2 { extern const Kernels kernels; }
 namespace avx512 { extern const Kernels kernels; }
 
+// Weights packed as panels (Matmul::packed) on the variants without a kernel of their own: packed.cpp.
+void matmul_packed_scalar(const Matmul& m, int64_t row_begin, int64_t row_end);
+
 // The generic path with an explicit dequantizer: rows dequantized 16 at a time into F32, multiplied by
 // the active variant's F32 kernel. m.x holds F32 activations. (matmul() uses gguf's dequantizer.)
 void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end);

@@ -13,6 +13,7 @@ constexpr int64_t kGemmMinTokens = 5;
 
 void matmul(const Matmul& m, int64_t r0, int64_t r1) {
     if (m.type == Type::F32 || m.type == Type::F16 || m.type == Type::BF16) return matmul_float(m, r0, r1);
+    if (m.packed) return gemv_packed(m, r0, r1);
     // the packed kernels take 64 columns at a time; an odd count of 32-element blocks is rare
     if (m.n_tokens >= kGemmMinTokens && m.n_cols % 64 == 0) return gemm_quant(m, r0, r1);
     gemv_quant(m, r0, r1);
