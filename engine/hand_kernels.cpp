@@ -29,6 +29,7 @@ void matmul(const CustomArgs& a, int64_t b, int64_t e) {
     m.n_tokens = a.scalar[0];
     m.y = static_cast<float*>(a.out);
     m.y_stride = a.scalar[1];
+    m.packed = a.scalar[4] != 0;
     ::cpu_kernels::matmul(m, b, e);
 }
 
@@ -61,6 +62,12 @@ const CustomKernel HAND_MATMUL{"matmul", matmul, ::cpu_kernels::kMatmulRowAlign}
 const CustomKernel HAND_ATTENTION{"attention", attention, 1};
 
 bool hand_kernels() { return true; }
+bool hand_can_pack(gguf::Type weight, int64_t n_rows, int64_t n_cols) {
+    return ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 && ::cpu_kernels::can_pack(weight, n_rows, n_cols);
+}
+void hand_pack(gguf::Type weight, const void* w, int64_t n_rows, int64_t n_cols, void* out, int64_t p0, int64_t p1) {
+    ::cpu_kernels::pack_rows(weight, w, n_rows, n_cols, out, p0, p1);
+}
 gguf::Type hand_activation_type(gguf::Type weight) { return ::cpu_kernels::activation_type(weight); }
 int64_t hand_activation_row_bytes(gguf::Type weight, int64_t n_cols) { return ::cpu_kernels::activation_row_bytes(weight, n_cols); }
 
@@ -71,6 +78,8 @@ const CustomKernel HAND_MATMUL{"matmul", nullptr, 1};
 const CustomKernel HAND_ATTENTION{"attention", nullptr, 1};
 
 bool hand_kernels() { return false; }
+bool hand_can_pack(gguf::Type, int64_t, int64_t) { return false; }
+void hand_pack(gguf::Type, const void*, int64_t, int64_t, void*, int64_t, int64_t) {}
 gguf::Type hand_activation_type(gguf::Type) { return gguf::Type::F32; }
 int64_t hand_activation_row_bytes(gguf::Type, int64_t n_cols) { return 4 * n_cols; }
 

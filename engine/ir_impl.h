@@ -130,6 +130,7 @@ struct Buffer {
     std::shared_ptr<const void> owner;   // keeps external memory alive
     bool external = false;               // read-only wrapped memory
     const void* host_data = nullptr;     // external: the host memory it wraps or was uploaded from
+    bool packed = false;                 // a weight in the CPU matmul's panel layout (pack_for_linear)
     ~Buffer();
 };
 std::shared_ptr<Buffer> make_buffer(const std::string& device, DType dtype, int64_t numel);  // zero-filled

@@ -27,6 +27,12 @@ int64_t gguf_id(DType d) {
     }
 }
 
+// A weight repacked by pack_for_linear() (a buffer in the CPU matmul's panel layout).
+bool is_packed(const Tensor& w) {
+    const Node* n = w.node().get();
+    return (n->op == Op::BUFFER || n->op == Op::AFTER) && buffer_of(n).packed;
+}
+
 void check_weight(const Tensor& w, const char* op) {
     if (!w.defined() || w.ndim() != 2) fail(op, "weights must be 2-d (rows, cols)");
     if (gguf_id(w.dtype()) < 0) fail(op, "unsupported weight dtype " + w.dtype().name());
@@ -44,11 +50,13 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     Dim T = numel(out_shape), N = w.dim(0), K = w.dim(1);
     out_shape.push_back(N);
     Tensor xf = x.cast(f32).reshape({T, K});
-    if (auto y = amd_kernels::linear(xf, w)) return y->reshape(out_shape);  // on AMD: its kernels
+    const bool packed = is_packed(w);
+    if (!packed)
+        if (auto y = amd_kernels::linear(xf, w)) return y->reshape(out_shape);  // on AMD: its kernels
     auto type = gguf::Type(gguf_id(w.dtype()));
     CustomCall call;
     call.out_shape = {T, N};
-    call.scalars = {T, N, K, gguf_id(w.dtype())};
+    call.scalars = {T, N, K, gguf_id(w.dtype()), packed ? 1 : 0};
     call.n_work = N;
     if (ref_kernels::hand_kernels()) {
         // Hand kernels multiply by activations packed in the weight type's partner format (Q8_0, Q8_K, ...).
@@ -67,14 +75,47 @@ Tensor linear(const Tensor& x, const Tensor& w) {
         call.kernel = &ref_kernels::HAND_MATMUL;
         call.inputs = {xa, w};
     } else {
+        if (packed) fail("linear", "a packed weight needs the CPU hand kernels");
         call.kernel = &ref_kernels::LINEAR_DEQUANT;
         call.inputs = {xf, w};
     }
     return custom(call).reshape(out_shape);
 }
 
+namespace {
+
+struct PackJob {
+    gguf::Type type;
+    const void* w;
+    int64_t rows, cols;
+    void* out;
+};
+
+void run_pack(const void* ctx, int64_t p0, int64_t p1) {
+    auto j = static_cast<const PackJob*>(ctx);
+    ref_kernels::hand_pack(j->type, j->w, j->rows, j->cols, j->out, p0, p1);
+}
+
+}  // namespace
+
+Tensor pack_for_linear(const Tensor& w) {
+    check_weight(w, "pack_for_linear");
+    const Node* n = w.node().get();
+    if (!w.dtype().is_quantized() || n->op != Op::BUFFER || buffer_of(n).packed) return w;
+    Buffer& src = buffer_of(n);
+    const int64_t rows = w.dim(0).max(), cols = w.dim(1).max();
+    if (src.device->name() != "CPU" || !ref_kernels::hand_can_pack(w.dtype().block, rows, cols)) return w;
+    Tensor out = Tensor::empty(w.shape(), w.dtype(), "CPU");
+    Buffer& dst = buffer_of(out.node().get());
+    const PackJob job{w.dtype().block, src.mem->host, rows, cols, dst.mem->host};
+    dst.device->run_host(run_pack, &job, rows / 16, 1);
+    dst.packed = true;
+    return out;
+}
+
 Tensor embedding(const Tensor& table, const Tensor& ids) {
     check_weight(table, "embedding");
+    if (is_packed(table)) fail("embedding", "the table is packed for linear() (pack_for_linear) and serves nothing else");
     if (!ids.dtype().is_int()) fail("embedding", "ids must be integers, got " + ids.dtype().name());
     Shape out_shape = ids.shape();
     out_shape.push_back(table.dim(1));
@@ -95,6 +136,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
 Tensor dequantize(const Tensor& w) {
     if (!w.dtype().is_quantized()) return w.cast(f32);
     check_weight(w, "dequantize");
+    if (is_packed(w)) fail("dequantize", "the weight is packed for linear() (pack_for_linear) and serves nothing else");
     CustomCall call;
     call.kernel = &ref_kernels::DEQUANTIZE;
     call.inputs = {w};

@@ -37,7 +37,11 @@ bool hand_kernels();
 gguf::Type hand_activation_type(gguf::Type weight);             // the format activations are packed in
 int64_t hand_activation_row_bytes(gguf::Type weight, int64_t n_cols);
 extern const CustomKernel HAND_QUANTIZE;   // (T, K) f32 -> (T, row bytes) u8; scalar {K, activation type}
-extern const CustomKernel HAND_MATMUL;     // {activations, W} -> (T, N) f32; scalar {T, N, K, weight type}
+extern const CustomKernel HAND_MATMUL;     // {activations, W} -> (T, N) f32; scalar {T, N, K, weight type, packed}
+// Whether hand_pack() takes this weight (false in a build without hand kernels or off AVX-512).
+bool hand_can_pack(gguf::Type weight, int64_t n_rows, int64_t n_cols);
+// Panels [p0, p1) of 16 rows of w (n_rows, n_cols) into out, in the layout HAND_MATMUL reads with packed = 1.
+void hand_pack(gguf::Type weight, const void* w, int64_t n_rows, int64_t n_cols, void* out, int64_t p0, int64_t p1);
 extern const CustomKernel HAND_ATTENTION;  // the ATTENTION arguments
 
 }  // namespace engine::ref_kernels

@@ -282,6 +282,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);          // (..., M, K) @ (...,
 // they exist (activations packed as ggml does: F16 for F16 weights, Q8_0 / Q8_K for quantized ones),
 // otherwise rows dequantized to f32 and multiplied in f32.
 Tensor linear(const Tensor& x, const Tensor& w);
+// w (N, K) repacked for the CPU's hand matmul when its panel layout applies (Q8_0, AVX-512, N a multiple
+// of 16, K of 64; weights on the CPU), else w itself. Do it once at load: decode then streams each weight
+// front to back. The result feeds linear() only; embedding() and dequantize() reject it.
+Tensor pack_for_linear(const Tensor& w);
 Tensor embedding(const Tensor& table, const Tensor& ids); // (V, D)[ids (...)] -> (..., D) f32; any table dtype
 Tensor dequantize(const Tensor& w);                       // any dtype -> f32, same shape
 Tensor softmax(const Tensor& x, int axis = -1);

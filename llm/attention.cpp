@@ -49,10 +49,11 @@ Tensor section_freq_factors(const RopeConfig& rope) {
 AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
     AttentionWeights w;
-    w.attn_q = L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D});  // per head: query, then gate
-    w.attn_k = L.layer(il, "attn_k.weight", {Hkv * Dk, D});
-    w.attn_v = L.layer(il, "attn_v.weight", {Hkv * Dv, D});
-    w.attn_output = L.layer(il, "attn_output.weight", {D, H * Dv});
+    // matmul-only weights: in the CPU kernels' streaming layout where it applies (engine::pack_for_linear)
+    w.attn_q = engine::pack_for_linear(L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D}));  // per head: query, then gate
+    w.attn_k = engine::pack_for_linear(L.layer(il, "attn_k.weight", {Hkv * Dk, D}));
+    w.attn_v = engine::pack_for_linear(L.layer(il, "attn_v.weight", {Hkv * Dv, D}));
+    w.attn_output = engine::pack_for_linear(L.layer(il, "attn_output.weight", {D, H * Dv}));
     if (c.qkv_bias) {
         w.attn_q_b = L.layer(il, "attn_q.bias", {H * Dk});
         w.attn_k_b = L.layer(il, "attn_k.bias", {Hkv * Dk});

@@ -5,9 +5,9 @@ namespace llm {
 
 FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix) {
     FfnWeights w;
-    w.ffn_gate = L.layer(il, "ffn_gate" + suffix + ".weight", {n_ff, n_embd});
-    w.ffn_up = L.layer(il, "ffn_up" + suffix + ".weight", {n_ff, n_embd});
-    w.ffn_down = L.layer(il, "ffn_down" + suffix + ".weight", {n_embd, n_ff});
+    w.ffn_gate = engine::pack_for_linear(L.layer(il, "ffn_gate" + suffix + ".weight", {n_ff, n_embd}));
+    w.ffn_up = engine::pack_for_linear(L.layer(il, "ffn_up" + suffix + ".weight", {n_ff, n_embd}));
+    w.ffn_down = engine::pack_for_linear(L.layer(il, "ffn_down" + suffix + ".weight", {n_embd, n_ff}));
     return w;
 }
 

@@ -18,7 +18,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     const int D = c.n_embd, V = c.n_vocab;
     m->token_embd = L.get("token_embd.weight", {V, D});
     m->output_norm = L.get("output_norm.weight", {D});
-    m->output = c.tied_output ? m->token_embd : L.get("output.weight", {V, D});
+    // tied: the packed copy serves the output matmul, the rows serve the embedding lookups
+    m->output = engine::pack_for_linear(c.tied_output ? m->token_embd : L.get("output.weight", {V, D}));
     m->layers.resize(c.n_layer);
     for (int il = 0; il < c.n_layer; il++) {
         Layer& l = m->layers[il];

@@ -51,19 +51,25 @@ bool in_read_only_file_mapping(const void* p, size_t bytes) {
     return found;
 }
 
-// A 2 MiB-aligned copy of `bytes` at `host` in transparent huge pages, or nullptr if that fails.
-// When the source is a read-only file mapping, its pages are then released from this process (they
-// are clean and refault from the page cache if read again), so the copy does not double the RSS.
+// Releases the whole pages of [host, host + bytes) from this process when they are a read-only file
+// mapping: they are clean and refault from the page cache if read again, so a copy (or a dropped
+// tensor) does not keep them in the RSS.
+void release_file_pages(const void* host, size_t bytes) {
+    const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (uintptr_t(host) + page - 1) / page * page, end = (uintptr_t(host) + bytes) / page * page;
+    if (end > begin && in_read_only_file_mapping(host, bytes))
+        madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+// A 2 MiB-aligned copy of `bytes` at `host` in transparent huge pages, or nullptr if that fails; the
+// source's file pages are released.
 void* copy_to_huge_pages(const void* host, size_t bytes) {
     const size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     void* p = std::aligned_alloc(HUGE_PAGE, rounded);
     if (!p) return nullptr;
     madvise(p, rounded, MADV_HUGEPAGE);  // advisory: without THP this is still a valid copy
     std::memcpy(p, host, bytes);
-    const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = (uintptr_t(host) + page - 1) / page * page, end = (uintptr_t(host) + bytes) / page * page;
-    if (end > begin && in_read_only_file_mapping(host, bytes))
-        madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    release_file_pages(host, bytes);
     return p;
 }
 
@@ -80,15 +86,20 @@ public:
     int n_threads() const override { return pool_.size(); }
 
     Memory alloc(size_t bytes) override {
-        size_t rounded = (bytes + 63) / 64 * 64;
+        // large buffers (weights packed at load, KV caches) in transparent huge pages, like wrapped weights
+        const bool huge = bytes >= THP_MIN_BYTES && env::cpu_thp();
+        const size_t align = huge ? HUGE_PAGE : 64;
+        size_t rounded = (bytes + align - 1) / align * align;
         if (rounded == 0) rounded = 64;
-        void* p = std::aligned_alloc(64, rounded);
+        void* p = std::aligned_alloc(align, rounded);
+        if (p && huge) madvise(p, rounded, MADV_HUGEPAGE);
         if (!p) throw Error("[devices] CPU: out of memory allocating " + std::to_string(bytes) + " bytes");
         std::memset(p, 0, rounded);
         return Memory{reinterpret_cast<uint64_t>(p), p, bytes, false};
     }
     void free(Memory& m) override {
         if (!m.external) std::free(m.host);
+        else release_file_pages(m.host, m.size);  // e.g. a weight replaced by its packed copy
         m = Memory{};
     }
     Memory wrap(const void* host, size_t bytes) override {

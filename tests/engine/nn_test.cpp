@@ -72,6 +72,29 @@ TEST_CASE("linear multiplies by every weight dtype") {
     REQUIRE_THROWS_WITH(linear(Tensor::ones({2, 7}), w.t), Catch::Contains("[engine] linear: input (2,7) does not match weight (5,8)"));
 }
 
+TEST_CASE("linear over a Q8_0 weight packed by pack_for_linear gives what the rows give") {
+    const int64_t N = 48, K = 128;
+    Weights w = weights(gguf::Type::Q8_0, N, K, 5);
+    Tensor packed = pack_for_linear(w.t);
+    if (!ref_kernels::hand_can_pack(gguf::Type::Q8_0, N, K)) {  // no AVX-512: the weight stays as it is
+        REQUIRE(packed.node().get() == w.t.node().get());
+        return;
+    }
+    REQUIRE(packed.node().get() != w.t.node().get());
+    for (int64_t T : {1, 2, 4, 7, 19}) {
+        Tensor x = tensor(uniform(size_t(T * K), 6 + uint32_t(T)), {T, K}, f32);
+        require_close(values(linear(x, packed)), values(linear(x, w.t)), 1e-5, 1e-5, "packed T=" + std::to_string(T));
+    }
+    REQUIRE(pack_for_linear(packed).node().get() == packed.node().get());  // packing twice is a no-op
+    REQUIRE_THROWS_WITH(embedding(packed, tensor({1}, {1}, i32)), Catch::Contains("[engine] embedding: the table is packed for linear()"));
+    REQUIRE_THROWS_WITH(dequantize(packed), Catch::Contains("[engine] dequantize: the weight is packed for linear()"));
+    // weights the layout does not fit stay as they are
+    Weights odd = weights(gguf::Type::Q8_0, 40, K, 7);  // 40 rows: not whole panels of 16
+    REQUIRE(pack_for_linear(odd.t).node().get() == odd.t.node().get());
+    Weights f = weights(gguf::Type::F16, N, K, 8);
+    REQUIRE(pack_for_linear(f.t).node().get() == f.t.node().get());
+}
+
 TEST_CASE("embedding and dequantize read rows of any table dtype") {
     for (gguf::Type type : TYPES) {
         const int64_t V = 11, D = 64;
