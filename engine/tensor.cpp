@@ -383,6 +383,14 @@ std::vector<double> to_f64(const Tensor& t) {
     host_values(t, [&](double d, int64_t) { out.push_back(d); });
     return out;
 }
+std::vector<float> f32_values(const Tensor& t_in) {
+    Tensor t = t_in;
+    t.realize();
+    Buffer& b = buffer_of(t.node().get());
+    std::vector<float> out(size_t(t.numel().eval()));
+    b.device->copy_out(out.data(), *b.mem, 0, out.size() * sizeof(float));
+    return out;
+}
 std::vector<int64_t> to_i64(const Tensor& t) {
     std::vector<int64_t> out;
     host_values(t, [&](double, int64_t i) { out.push_back(i); });

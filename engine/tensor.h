@@ -466,6 +466,7 @@ template <> constexpr DType dtype_of<bool>() { return bool_; }
 // Host copy of a realized tensor converted to f64/i64 (the conversion hub of to_vector).
 std::vector<double> to_f64(const Tensor& t);
 std::vector<int64_t> to_i64(const Tensor& t);
+std::vector<float> f32_values(const Tensor& t);  // t is f32: its values copied as they are
 }  // namespace detail
 
 template <class T> Tensor Tensor::from_vector(const std::vector<T>& v, const Shape& shape) {
@@ -479,6 +480,9 @@ template <class T> Tensor Tensor::from_vector(const std::vector<T>& v, const Sha
 
 template <class T> std::vector<T> Tensor::to_vector() const {
     std::vector<T> out;
+    if constexpr (std::is_same_v<T, float>) {
+        if (dtype() == f32) return detail::f32_values(*this);  // logits every decode step: one copy
+    }
     if constexpr (std::is_floating_point_v<T>) {
         for (double d : detail::to_f64(*this)) out.push_back(static_cast<T>(d));
     } else {

@@ -105,7 +105,7 @@ public:
             }
             int32_t id = opt.forced.empty() ? sampler.sample(logits) : opt.forced[step];
             sampler.accept(id);
-            TokenStep s = describe_step(logits, id, opt.n_top_logprobs, opt.n_top_logits);
+            TokenStep s = describe_step(logits, id, opt.n_top_logprobs, opt.n_top_logits, opt.logprobs);
             s.logits = logits.data();
             r.ids.push_back(id);
             bool go_on = !opt.on_token || opt.on_token(s);

@@ -102,13 +102,19 @@ int32_t argmax(std::span<const float> logits) {
     return int32_t(best);
 }
 
-TokenStep describe_step(std::span<const float> logits, int32_t id, int n_top_logprobs, int n_top_logits) {
+TokenStep describe_step(std::span<const float> logits, int32_t id, int n_top_logprobs, int n_top_logits, bool logprob) {
     TokenStep step;
     step.id = id;
-    const double lse = log_sum_exp(logits);
-    if (id >= 0 && size_t(id) < logits.size()) step.logprob = float(logits[id] - lse);
-    for (auto [logit, top_id] : top_n(logits, n_top_logprobs)) step.top_logprobs.push_back({top_id, float(logit - lse)});
-    for (auto [logit, top_id] : top_n(logits, n_top_logits)) step.top_logits.push_back({top_id, logit});
+    // a pass of exp over the whole vocabulary and a sort of it cost more than a small model's decode
+    // step leaves over (~0.5 ms for 32000 logits): only when asked
+    if (logprob || n_top_logprobs > 0) {
+        const double lse = log_sum_exp(logits);
+        if (id >= 0 && size_t(id) < logits.size()) step.logprob = float(logits[id] - lse);
+        if (n_top_logprobs > 0)
+            for (auto [logit, top_id] : top_n(logits, n_top_logprobs)) step.top_logprobs.push_back({top_id, float(logit - lse)});
+    }
+    if (n_top_logits > 0)
+        for (auto [logit, top_id] : top_n(logits, n_top_logits)) step.top_logits.push_back({top_id, logit});
     return step;
 }
 

@@ -37,6 +37,6 @@ int32_t argmax(std::span<const float> logits);
 
 // The record of a step that produced `id`: its log-softmax over the raw logits, the n_top_logprobs most
 // likely ids with their log-probabilities and the n_top_logits largest raw logits (ties: lower id first).
-TokenStep describe_step(std::span<const float> logits, int32_t id, int n_top_logprobs, int n_top_logits);
+TokenStep describe_step(std::span<const float> logits, int32_t id, int n_top_logprobs, int n_top_logits, bool logprob = true);
 
 }  // namespace llm

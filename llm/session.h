@@ -30,7 +30,8 @@ struct SamplingParams {
 // What happened at one generated step.
 struct TokenStep {
     int32_t id = -1;
-    float logprob = 0.0f;                                // log-softmax of the sampled id (raw logits)
+    float logprob = 0.0f;                                // log-softmax of the sampled id (raw logits), when
+                                                         // GenerateOptions::logprobs or n_top_logprobs > 0
     std::vector<std::pair<int32_t, float>> top_logprobs;  // when GenerateOptions::n_top_logprobs > 0
     std::vector<std::pair<int32_t, float>> top_logits;    // raw logits, when n_top_logits > 0
     const float* logits = nullptr;  // all n_vocab raw logits of this step; valid only inside on_token
@@ -40,6 +41,7 @@ struct GenerateOptions {
     int max_tokens = 128;
     SamplingParams sampling;
     bool stop_at_end = true;           // stop after an end-of-generation token (it is reported)
+    bool logprobs = false;             // fill TokenStep::logprob (implied by n_top_logprobs > 0)
     int n_top_logprobs = 0;
     int n_top_logits = 0;
     std::vector<int32_t> forced;        // teacher forcing: feed these instead of the sampled ids

@@ -34,6 +34,7 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
 
     llm::GenerateOptions options = job.generate;
     options.stop_at_end = true;
+    options.logprobs = options.logprobs || job.logprobs;
     options.on_token = [&](const llm::TokenStep& step) {
         if (job.logprobs && !tokenizer.is_end(step.id)) {
             json entry = token_entry(tokenizer, step.id, step.logprob);
