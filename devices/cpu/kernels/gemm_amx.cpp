@@ -14,7 +14,7 @@ constexpr int kBlockTokens = 16;  // rows of an A tile and of a C tile
 size_t block_bytes(int64_t K, int group) { return static_cast<size_t>(kBlockTokens * K + 2 * 4 * kBlockTokens * (K / group)); }
 
 // Palette 1's 64-byte configuration: bytes per row and rows of each tile. tmm0, tmm2: A (16 tokens ×
-// group bytes); tmm1, tmm3: B (group/4 rows × 16 weight rows × 4 bytes); tmm4, tmm5: C (16 × 16 int32).
+// group bytes); tmm1, tmm3: B (group/4 rows × 16 weight rows × 4 bytes); tmm4-7: C (16 × 16 int32).
 struct alignas(64) TileConfig {
     uint8_t palette = 1;
     uint8_t start_row = 0;
@@ -26,7 +26,7 @@ struct alignas(64) TileConfig {
         const auto g = static_cast<uint8_t>(group);
         for (int a : {0, 2}) rows[a] = kBlockTokens, colsb[a] = g;
         for (int b : {1, 3}) rows[b] = static_cast<uint8_t>(g / 4), colsb[b] = 64;
-        for (int c : {4, 5}) rows[c] = kBlockTokens, colsb[c] = 64;
+        for (int c : {4, 5, 6, 7}) rows[c] = kBlockTokens, colsb[c] = 64;
     }
 };
 static_assert(sizeof(TileConfig) == 64);
@@ -58,19 +58,19 @@ inline void scale_group(const int32_t (*dot)[16], const float* s, const float* o
 }
 
 // The dot products of groups g, g + 1 (panel groups j, j + 1) of a block of tokens, into out[0], out[1].
-template <int kGroup>
+template <int kGroup, int kC0, int kC1>
 inline void dot_pair(const Panel& p, int64_t j, const uint8_t* block, int64_t g, int32_t (*out)[kBlockTokens][16]) {
     constexpr int64_t kCodeBytes = kGroup / 4 * 64;  // one group of the panel: a B tile
     _tile_loadd(0, block + g * kBlockTokens * kGroup, kGroup);
     _tile_loadd(1, p.codes + j * kCodeBytes, 64);
     _tile_loadd(2, block + (g + 1) * kBlockTokens * kGroup, kGroup);
     _tile_loadd(3, p.codes + (j + 1) * kCodeBytes, 64);
-    _tile_zero(4);
-    _tile_zero(5);
-    _tile_dpbssd(4, 0, 1);
-    _tile_dpbssd(5, 2, 3);
-    _tile_stored(4, out[0], 64);
-    _tile_stored(5, out[1], 64);
+    _tile_zero(kC0);
+    _tile_zero(kC1);
+    _tile_dpbssd(kC0, 0, 1);
+    _tile_dpbssd(kC1, 2, 3);
+    _tile_stored(kC0, out[0], 64);
+    _tile_stored(kC1, out[1], 64);
 }
 
 template <int kGroup, bool kMin>
@@ -93,10 +93,15 @@ void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, in
         // Two groups per step (slices hold whole 64-element units, so n_groups is even), pipelined: the
         // tiles of the next step are multiplied and stored while this step's results are scaled, so
         // the vector loads do not wait for the tile stores.
-        dot_pair<kGroup>(p, 0, block, g0, dots[0]);
+        dot_pair<kGroup, 4, 5>(p, 0, block, g0, dots[0]);
         for (int64_t j = 0; j < n_groups; j += 2) {
             const int parity = static_cast<int>(j / 2) & 1;
-            if (j + 2 < n_groups) dot_pair<kGroup>(p, j + 2, block, g0 + j + 2, dots[parity ^ 1]);
+            if (j + 2 < n_groups) {  // C tiles alternate too: tiles are not renamed
+                if (parity)
+                    dot_pair<kGroup, 4, 5>(p, j + 2, block, g0 + j + 2, dots[0]);
+                else
+                    dot_pair<kGroup, 6, 7>(p, j + 2, block, g0 + j + 2, dots[1]);
+            }
             const int64_t g = g0 + j;
             for (int h = 0; h < 2; h++)
                 scale_group<kMin>(dots[parity][h], p.s + 16 * (j + h), p.o + 16 * (j + h), d + kBlockTokens * (g + h),
