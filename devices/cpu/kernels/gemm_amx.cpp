@@ -57,20 +57,30 @@ inline void scale_group(const int32_t (*dot)[16], const float* s, const float* o
     }
 }
 
-// The dot products of groups g, g + 1 (panel groups j, j + 1) of a block of tokens, into out[0], out[1].
-template <int kGroup, int kC0, int kC1>
+// The dot products of groups g, g + 1 (panel groups j, j + 1) of a block of tokens, into out[0], out[1],
+// through C tiles 4, 5 or (kHigh) 6, 7. (Tile numbers are immediates spelled into the instructions.)
+template <int kGroup, bool kHigh>
 inline void dot_pair(const Panel& p, int64_t j, const uint8_t* block, int64_t g, int32_t (*out)[kBlockTokens][16]) {
     constexpr int64_t kCodeBytes = kGroup / 4 * 64;  // one group of the panel: a B tile
     _tile_loadd(0, block + g * kBlockTokens * kGroup, kGroup);
     _tile_loadd(1, p.codes + j * kCodeBytes, 64);
     _tile_loadd(2, block + (g + 1) * kBlockTokens * kGroup, kGroup);
     _tile_loadd(3, p.codes + (j + 1) * kCodeBytes, 64);
-    _tile_zero(kC0);
-    _tile_zero(kC1);
-    _tile_dpbssd(kC0, 0, 1);
-    _tile_dpbssd(kC1, 2, 3);
-    _tile_stored(kC0, out[0], 64);
-    _tile_stored(kC1, out[1], 64);
+    if constexpr (kHigh) {
+        _tile_zero(6);
+        _tile_zero(7);
+        _tile_dpbssd(6, 0, 1);
+        _tile_dpbssd(7, 2, 3);
+        _tile_stored(6, out[0], 64);
+        _tile_stored(7, out[1], 64);
+    } else {
+        _tile_zero(4);
+        _tile_zero(5);
+        _tile_dpbssd(4, 0, 1);
+        _tile_dpbssd(5, 2, 3);
+        _tile_stored(4, out[0], 64);
+        _tile_stored(5, out[1], 64);
+    }
 }
 
 template <int kGroup, bool kMin>
@@ -93,14 +103,14 @@ void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, in
         // Two groups per step (slices hold whole 64-element units, so n_groups is even), pipelined: the
         // tiles of the next step are multiplied and stored while this step's results are scaled, so
         // the vector loads do not wait for the tile stores.
-        dot_pair<kGroup, 4, 5>(p, 0, block, g0, dots[0]);
+        dot_pair<kGroup, false>(p, 0, block, g0, dots[0]);
         for (int64_t j = 0; j < n_groups; j += 2) {
             const int parity = static_cast<int>(j / 2) & 1;
             if (j + 2 < n_groups) {  // C tiles alternate too: tiles are not renamed
                 if (parity)
-                    dot_pair<kGroup, 4, 5>(p, j + 2, block, g0 + j + 2, dots[0]);
+                    dot_pair<kGroup, false>(p, j + 2, block, g0 + j + 2, dots[0]);
                 else
-                    dot_pair<kGroup, 6, 7>(p, j + 2, block, g0 + j + 2, dots[1]);
+                    dot_pair<kGroup, true>(p, j + 2, block, g0 + j + 2, dots[1]);
             }
             const int64_t g = g0 + j;
             for (int h = 0; h < 2; h++)
