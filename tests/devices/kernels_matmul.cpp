@@ -4,7 +4,12 @@
 #include "devices/cpu/kernels/kernels.h"
 #include "kernels_test.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
+
+#include <unistd.h>
 
 using namespace kernels_test;
 namespace ck = cpu_kernels;
@@ -62,11 +67,30 @@ void check_matmul(Type type, const Case& c, uint64_t seed) {
     CHECK(bad == 0);
 }
 
+// Makes the AMX kernels on or off for the scope (on only where supported).
+struct AmxEnabled {
+    bool saved = ck::amx_active();
+    explicit AmxEnabled(bool on) { ck::set_amx_enabled(on && ck::amx_supported()); }
+    ~AmxEnabled() { ck::set_amx_enabled(saved); }
+};
+
+// The AVX512 variant runs twice where the CPU has AMX: with its tile kernels and without.
+std::vector<std::pair<Isa, bool>> variants_with_amx() {
+    std::vector<std::pair<Isa, bool>> v;
+    for (Isa isa : supported_isas()) {
+        v.push_back({isa, false});
+        if (isa == Isa::AVX512 && ck::amx_supported()) v.push_back({isa, true});
+    }
+    if (!ck::amx_supported()) WARN("this CPU (or OS) has no AMX: its tile kernels are not tested");
+    return v;
+}
+
 }  // namespace
 
 TEST_CASE("matmul of random matrices matches the dequantize-and-dot reference, every type and variant") {
-    for (Isa isa : supported_isas()) {
+    for (auto [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
+        AmxEnabled tiles(amx);
         for (Type type : kTypes) {
             const int64_t block = gguf::type_traits(type).block_size;
             // columns: a few blocks, and for 32-element blocks an odd count (not a whole 64-element unit)
@@ -74,7 +98,7 @@ TEST_CASE("matmul of random matrices matches the dequantize-and-dot reference, e
             if (block == 1) cols = {256, 100, 37};
             for (int64_t n_cols : cols)
                 for (int64_t n_tokens : {1, 3, 17}) {
-                    INFO(ck::isa_name(isa) << " " << gguf::type_name(type) << " cols " << n_cols << " tokens " << n_tokens);
+                    INFO(ck::isa_name(isa) << (amx ? "+amx " : " ") << gguf::type_name(type) << " cols " << n_cols << " tokens " << n_tokens);
                     check_matmul(type, {37, n_cols, n_tokens}, 1000 + n_cols + n_tokens);
                 }
         }
@@ -99,10 +123,11 @@ TEST_CASE("matmul over Q8_0 weights packed as panels matches the reference, on e
 }
 
 TEST_CASE("matmul over long rows (split into column slices) matches the reference") {
-    for (Isa isa : supported_isas()) {
+    for (auto [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
-        for (Type type : {Type::F16, Type::BF16, Type::Q8_0, Type::Q4_K, Type::Q6_K}) {
-            INFO(ck::isa_name(isa) << " " << gguf::type_name(type));
+        AmxEnabled tiles(amx);
+        for (Type type : {Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q4_K, Type::Q6_K}) {
+            INFO(ck::isa_name(isa) << (amx ? "+amx " : " ") << gguf::type_name(type));
             check_matmul(type, {20, 2560, 9}, 7);
         }
     }
@@ -186,4 +211,108 @@ TEST_CASE("matmul split over threads gives the same bits as one call") {
             }
         }
     }
+}
+
+namespace {
+
+// y = W·x on the active variant for random W, x of one type and shape.
+std::vector<float> run_matmul(Type type, const Case& c, uint64_t seed, double* abs_bound) {
+    Rng rng(seed);
+    const std::vector<uint8_t> w = random_weights(rng, type, c.n_rows, c.n_cols);
+    const std::vector<float> xf = random_floats(rng, c.n_tokens * c.n_cols);
+    const int64_t x_row = ck::activation_row_bytes(type, c.n_cols);
+    std::vector<uint8_t> x(c.n_tokens * x_row);
+    ck::quantize_rows(ck::activation_type(type), xf.data(), c.n_cols, c.n_cols, x.data(), 0, c.n_tokens);
+    ck::Matmul m;
+    m.type = type, m.w = w.data(), m.n_rows = c.n_rows, m.n_cols = c.n_cols;
+    m.x = x.data(), m.n_tokens = c.n_tokens, m.y_stride = c.n_rows;
+    std::vector<float> y(c.n_tokens * c.n_rows);
+    m.y = y.data();
+    ck::matmul(m, 0, c.n_rows);
+    if (abs_bound) {  // the largest Σ|w·x| of any output: the scale of fp32 rounding differences
+        const size_t w_row = *gguf::row_bytes(type, c.n_cols);
+        *abs_bound = 0;
+        for (int64_t t = 0; t < c.n_tokens; t++)
+            for (int64_t r = 0; r < c.n_rows; r++)
+                *abs_bound = std::max(*abs_bound, reference_dot(type, &w[r * w_row], &x[t * x_row], c.n_cols).abs_sum);
+    }
+    return y;
+}
+
+}  // namespace
+
+TEST_CASE("AMX tiles compute the AVX-512 kernels' integer dot products") {
+    if (!ck::amx_supported()) {
+        WARN("this CPU (or OS) has no AMX: skipped");
+        return;
+    }
+    ActiveIsa active(Isa::AVX512);
+    // Rows not a multiple of 16, tokens not a multiple of 16 (a partial tile of tokens), long rows
+    // split into column slices.
+    const Case cases[] = {{37, 320, 5}, {16, 64, 16}, {7, 512, 33}, {50, 2560, 21}};
+    for (Type type : kTypes) {
+        if (!ck::quant_layout(type)) continue;
+        for (const Case& c : cases) {
+            if (c.n_cols % gguf::type_traits(type).block_size != 0) continue;
+            INFO(gguf::type_name(type) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << c.n_tokens);
+            double bound = 0;
+            std::vector<float> plain, tiles;
+            {
+                AmxEnabled off(false);
+                plain = run_matmul(type, c, 77, &bound);
+            }
+            {
+                AmxEnabled on(true);
+                REQUIRE(ck::amx_active());
+                tiles = run_matmul(type, c, 77, nullptr);
+            }
+            // 32-element blocks: the same integers scaled in the same order, so the same bits. The
+            // super-block types sum a super-block's groups before d_x on AVX-512: fp32 rounding apart.
+            const bool super = ck::activation_type(type) == Type::Q8_K;
+            int64_t differ = 0;
+            for (size_t i = 0; i < plain.size(); i++) {
+                const bool same = super ? std::fabs(plain[i] - tiles[i]) <= 1e-6 * bound : plain[i] == tiles[i];
+                if (!same && differ++ < 3) FAIL_CHECK("output " << i << ": avx512 " << plain[i] << " amx " << tiles[i]);
+            }
+            CHECK(differ == 0);
+        }
+    }
+}
+
+TEST_CASE("the AMX kernels turn off cleanly: set_amx_enabled(false), other variants, TINYLLM_CPU_AMX=0") {
+    {
+        AmxEnabled off(false);
+        CHECK_FALSE(ck::amx_active());
+        ActiveIsa active(Isa::AVX512);
+        check_matmul(Type::Q8_0, {37, 320, 17}, 5);  // the AVX-512 kernels still right
+    }
+    if (ck::amx_supported()) {
+        AmxEnabled on(true);
+        CHECK(ck::amx_active());
+        ActiveIsa avx2(Isa::AVX2);
+        CHECK_FALSE(ck::amx_active());  // a capability of the AVX512 variant only
+        check_matmul(Type::Q4_0, {37, 320, 17}, 6);
+    } else {
+        CHECK_THROWS_WITH(ck::set_amx_enabled(true), Catch::StartsWith("[cpu_kernels] AMX: not supported"));
+    }
+    // The environment is read once per process: ask fresh ones (this executable, a hidden test).
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(n > 0);
+    self[n] = '\0';
+    const std::string child = std::string("'") + self + "' '[amx_env_child]' 2>&1";
+    CHECK(std::system(("TINYLLM_CPU_AMX=0 " + child + " > /dev/null").c_str()) == 0);
+    FILE* out = popen(("TINYLLM_CPU_AMX=maybe " + child).c_str(), "r");
+    REQUIRE(out);
+    std::string text;
+    char buf[512];
+    while (size_t got = fread(buf, 1, sizeof buf, out)) text.append(buf, got);
+    CHECK(pclose(out) != 0);
+    CHECK_THAT(text, Catch::Contains("[cpu_kernels] TINYLLM_CPU_AMX=maybe: expected 0 or 1"));
+}
+
+// Run by the test above in a child process with TINYLLM_CPU_AMX set.
+TEST_CASE("AMX off by environment (child process)", "[.][amx_env_child]") {
+    CHECK_FALSE(ck::amx_active());
+    check_matmul(Type::Q8_0, {37, 320, 17}, 5);
 }

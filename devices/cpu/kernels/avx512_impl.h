@@ -307,8 +307,42 @@ namespace cpu_kernels::avx512 {
 // Matrix-vector products for few tokens (decode): gemv_avx512.cpp.
 void gemv_quant(const Matmul& m, int64_t r0, int64_t r1);
 
-// Matrix-matrix products (prefill): rows packed 16 at a time, tokens 8 at a time. gemm_avx512.cpp.
+// Matrix-matrix products (prefill): rows packed 16 at a time, tokens 8 at a time (or 16 on AMX tiles).
+// gemm_avx512.cpp.
 void gemm_quant(const Matmul& m, int64_t r0, int64_t r1);
+
+// A panel of up to 16 rows × K: codes as [K/4 dwords][16 rows] (64 bytes per dword column: the VNNI
+// layout of an AMX B tile), then per group the 16 rows' scales and offsets. Rows past n_rows are zero
+// (scale 0).
+struct Panel {
+    uint8_t* codes;  // K · 16 bytes
+    float* s;        // n_groups · 16
+    float* o;        // n_groups · 16
+};
+
+// One token's activation per group: the quants, d_x, and −zero·Σq (int32) or d_x·Σq (float).
+struct GroupAct {
+    const int8_t* q;
+    const float* d;
+    const void* zero_or_sum;
+};
+
+// The AMX kernels (gemm_amx.cpp; run only when amx_active()). They take the same packed panels and
+// per-token activations as the AVX-512 ones and compute the same integer dot products, 16 tokens × 16
+// rows × one group per tile instruction, with the codes made signed (u − zero) so that no zero-point
+// correction is needed.
+namespace amx {
+// Bytes of the tile-ordered activations of n_tokens tokens.
+size_t acts_bytes(int64_t n_tokens, int64_t K, int group);
+// Re-lays the per-token activations into 16-token blocks (tokens past n_tokens are zero) at `mem`.
+void prepare_acts(const GroupAct* x, int64_t n_tokens, int64_t K, int group, bool has_min, uint8_t* mem);
+// Codes of a packed panel of k_len columns minus the type's zero point, as signed bytes.
+void make_signed(const Panel& p, int64_t k_len, int zero);
+// As the AVX-512 gemm_tokens: 16 panel rows × n_tokens over groups [g0, g0 + n_groups) of the
+// activations; adds to y unless `first`.
+void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
+                 int group, bool has_min, float* y, int64_t y_stride, int n_rows, bool first);
+}  // namespace amx
 
 // F32/F16/BF16 weights: float_avx512.cpp.
 void matmul_float(const Matmul& m, int64_t r0, int64_t r1);

@@ -4,10 +4,16 @@
 #include "devices/cpu/kernels/kernels_impl.h"
 
 #include <algorithm>
+#include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace cpu_kernels {
 
@@ -82,6 +88,54 @@ Isa active_isa() { return active_isa_ref(); }
 void set_active_isa(Isa isa) {
     if (!isa_supported(isa)) throw Error(std::string("[cpu_kernels] ") + isa_name(isa) + ": not supported by this CPU");
     active_isa_ref() = isa;
+}
+
+// ---- AMX ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// cpuid leaf 7 (AMX-TILE edx bit 24, AMX-INT8 bit 25), the OS saving the tile state (XCR0 bits 17, 18:
+// XTILECFG, XTILEDATA), and Linux's per-process permission for the large tile data state, which it
+// grants only on request (arch_prctl ARCH_REQ_XCOMP_PERM); without it the first tile instruction faults.
+bool detect_amx() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE: xgetbv usable
+    uint32_t xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+}
+
+bool& amx_enabled_ref() {
+    static bool enabled = [] {
+        const char* env = std::getenv("TINYLLM_CPU_AMX");
+        if (env && std::string(env) == "0") return false;
+        if (env && *env && std::string(env) != "1")
+            throw Error(std::string("[cpu_kernels] TINYLLM_CPU_AMX=") + env + ": expected 0 or 1");
+        return amx_supported();
+    }();
+    return enabled;
+}
+
+}  // namespace
+
+bool amx_supported() {
+    static const bool supported = isa_supported(Isa::AVX512) && detect_amx();
+    return supported;
+}
+
+bool amx_active() { return active_isa() == Isa::AVX512 && amx_enabled_ref(); }
+
+void set_amx_enabled(bool on) {
+    if (on && !amx_supported()) throw Error("[cpu_kernels] AMX: not supported by this CPU and OS");
+    amx_enabled_ref() = on;
 }
 
 // ---- activations -----------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ file(GLOB tinyllm_kernels_avx2 CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cpu
 set(tinyllm_simd_no_false_warnings $<$<CXX_COMPILER_ID:GNU>:-Wno-uninitialized;-Wno-maybe-uninitialized>)
 set_source_files_properties(${tinyllm_kernels_avx512} PROPERTIES COMPILE_OPTIONS
   "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c;${tinyllm_simd_no_false_warnings}")
+# AMX tiles (gemm_amx.cpp) build on the AVX-512 variant; they run only where amx_active() says so.
+set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/cpu/kernels/gemm_amx.cpp PROPERTIES COMPILE_OPTIONS
+  "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c;-mamx-tile;-mamx-int8;${tinyllm_simd_no_false_warnings}")
 set_source_files_properties(${tinyllm_kernels_avx2} PROPERTIES COMPILE_OPTIONS
   "-mavx2;-mfma;-mf16c;${tinyllm_simd_no_false_warnings}")
 

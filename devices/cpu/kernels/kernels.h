@@ -29,6 +29,16 @@ Isa active_isa();
 // Override for tests and benchmarks (not thread-safe against running kernels); throws if unsupported.
 void set_active_isa(Isa isa);
 
+// AMX (Sapphire Rapids on): int8 tile products for the quantized matrix-matrix kernels, a capability of
+// the AVX512 variant. Supported: cpuid AMX-TILE and AMX-INT8, the OS saves the tile state (XCR0), and
+// Linux granted this process the tile data permission. Active: supported, the AVX512 variant active,
+// and not turned off by TINYLLM_CPU_AMX=0 or set_amx_enabled(false).
+bool amx_supported();
+bool amx_active();
+// Override for tests and benchmarks (not thread-safe against running kernels); throws if enabling it
+// on a CPU or OS without AMX.
+void set_amx_enabled(bool on);
+
 // ---- activations ---------------------------------------------------------------------------------
 
 // The format a weight type multiplies against, as in ggml's CPU vec_dot pairs: Q8_0 for Q8_0, Q4_0,
