@@ -100,8 +100,8 @@ Tensor Tensor::external(const void* data, const Shape& shape, DType dtype, std::
     buf->host_data = data;
     devices::Device* dev = buf->device;
     devices::Memory m = dev->wrap(data, dtype.nbytes(buf->numel));
-    if (m.external) buf->mem = std::make_shared<devices::Memory>(m);
-    else buf->mem = std::shared_ptr<devices::Memory>(new devices::Memory(m), [dev](devices::Memory* p) {  // an uploaded copy
+    // the device frees an uploaded copy, or lets go of wrapped memory (the CPU releases its file pages)
+    buf->mem = std::shared_ptr<devices::Memory>(new devices::Memory(m), [dev](devices::Memory* p) {
         dev->free(*p);
         delete p;
     });
