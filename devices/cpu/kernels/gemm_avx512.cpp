@@ -13,33 +13,14 @@ namespace {
 constexpr int kPanelRows = 16;
 constexpr int kTileTokens = 8;
 
-// In-register transpose of a 16×16 matrix of int32: row i of the result is column i of the input.
+// In-register transpose of a 16×16 matrix of int32 (the float transpose moves lanes, whatever they hold).
 void transpose16(__m512i r[16]) {
-    __m512i t[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {  // r[4i+j], 128-bit lane L: rows 4i..4i+3 of column 4L+j
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
-            t[8 * i + 4 + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
-        }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
-    }
+    __m512 f[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) f[i] = _mm512_castsi512_ps(r[i]);
+    avx512::transpose16(f);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = _mm512_castps_si512(f[i]);
 }
 
 template <class D>
