@@ -98,19 +98,37 @@ void run_pack(const void* ctx, int64_t p0, int64_t p1) {
 
 }  // namespace
 
-Tensor pack_for_linear(const Tensor& w) {
-    check_weight(w, "pack_for_linear");
-    const Node* n = w.node().get();
-    if (!w.dtype().is_quantized() || n->op != Op::BUFFER || buffer_of(n).packed) return w;
-    Buffer& src = buffer_of(n);
-    const int64_t rows = w.dim(0).max(), cols = w.dim(1).max();
-    if (src.device->name() != "CPU" || !ref_kernels::hand_can_pack(w.dtype().block, rows, cols)) return w;
-    Tensor out = Tensor::empty(w.shape(), w.dtype(), "CPU");
+Tensor pack_for_linear(const std::vector<Tensor>& ws) {
+    if (ws.empty()) return {};
+    const int64_t cols = ws[0].defined() && ws[0].ndim() == 2 ? ws[0].dim(1).max() : 0;
+    int64_t rows = 0;
+    for (const Tensor& w : ws) {
+        check_weight(w, "pack_for_linear");
+        const Node* n = w.node().get();
+        if (!w.dtype().is_quantized() || !(w.dtype() == ws[0].dtype()) || n->op != Op::BUFFER || buffer_of(n).packed ||
+            buffer_of(n).device->name() != "CPU" || w.dim(1).max() != cols ||
+            !ref_kernels::hand_can_pack(w.dtype().block, w.dim(0).max(), cols))
+            return {};
+        rows += w.dim(0).max();
+    }
+    const gguf::Type type = ws[0].dtype().block;
+    Tensor out = Tensor::empty({rows, cols}, ws[0].dtype(), "CPU");
     Buffer& dst = buffer_of(out.node().get());
-    const PackJob job{w.dtype().block, src.mem->host, rows, cols, dst.mem->host};
-    dst.device->run_host(run_pack, &job, rows / 16, 1);
+    const size_t row_bytes = *gguf::row_bytes(type, cols);
+    int64_t at = 0;
+    for (const Tensor& w : ws) {  // panels of 16 rows: the stack's panels are each weight's, in order
+        const int64_t n = w.dim(0).max();
+        const PackJob job{type, buffer_of(w.node().get()).mem->host, n, cols, static_cast<uint8_t*>(dst.mem->host) + at * row_bytes};
+        dst.device->run_host(run_pack, &job, n / 16, 1);
+        at += n;
+    }
     dst.packed = true;
     return out;
+}
+
+Tensor pack_for_linear(const Tensor& w) {
+    Tensor packed = pack_for_linear(std::vector<Tensor>{w});
+    return packed.defined() ? packed : w;
 }
 
 Tensor embedding(const Tensor& table, const Tensor& ids) {

@@ -286,6 +286,9 @@ Tensor linear(const Tensor& x, const Tensor& w);
 // of 16, K of 64; weights on the CPU), else w itself. Do it once at load: decode then streams each weight
 // front to back. The result feeds linear() only; embedding() and dequantize() reject it.
 Tensor pack_for_linear(const Tensor& w);
+// Weights with the same columns and dtype stacked row-wise into one packed weight: one linear() gives
+// their outputs side by side (q|k|v, gate|up). Undefined when the layout does not apply to all of them.
+Tensor pack_for_linear(const std::vector<Tensor>& ws);
 Tensor embedding(const Tensor& table, const Tensor& ids); // (V, D)[ids (...)] -> (..., D) f32; any table dtype
 Tensor dequantize(const Tensor& w);                       // any dtype -> f32, same shape
 Tensor softmax(const Tensor& x, int axis = -1);

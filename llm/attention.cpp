@@ -49,10 +49,13 @@ Tensor section_freq_factors(const RopeConfig& rope) {
 AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
     AttentionWeights w;
-    // matmul-only weights: in the CPU kernels' streaming layout where it applies (engine::pack_for_linear)
-    w.attn_q = engine::pack_for_linear(L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D}));  // per head: query, then gate
-    w.attn_k = engine::pack_for_linear(L.layer(il, "attn_k.weight", {Hkv * Dk, D}));
-    w.attn_v = engine::pack_for_linear(L.layer(il, "attn_v.weight", {Hkv * Dv, D}));
+    // matmul-only weights: in the CPU kernels' streaming layout where it applies (engine::pack_for_linear),
+    // q|k|v as one weight then (one matmul per token instead of three)
+    Tensor q = L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D});  // per head: query, then gate
+    Tensor k = L.layer(il, "attn_k.weight", {Hkv * Dk, D});
+    Tensor v = L.layer(il, "attn_v.weight", {Hkv * Dv, D});
+    w.attn_qkv = engine::pack_for_linear(std::vector<Tensor>{q, k, v});
+    if (!w.attn_qkv.defined()) w.attn_q = engine::pack_for_linear(q), w.attn_k = engine::pack_for_linear(k), w.attn_v = engine::pack_for_linear(v);
     w.attn_output = engine::pack_for_linear(L.layer(il, "attn_output.weight", {D, H * Dv}));
     if (c.qkv_bias) {
         w.attn_q_b = L.layer(il, "attn_q.bias", {H * Dk});
@@ -80,15 +83,20 @@ void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine
 Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
     const Dim T = x.dim(0);
     const int H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
-    Tensor q = engine::linear(x, w.attn_q);  // (T, H*Dk), or (T, H*2*Dk) with the gate
+    const int n_q = H * Dk * (c.attn_gate ? 2 : 1);
+    Tensor q, k, v;  // (T, H*Dk) or (T, H*2*Dk) with the gate, (T, Hkv*Dk), (T, Hkv*Dv)
+    if (w.attn_qkv.defined()) {
+        Tensor qkv = engine::linear(x, w.attn_qkv);
+        q = qkv.slice(1, 0, n_q), k = qkv.slice(1, n_q, Hkv * Dk), v = qkv.slice(1, n_q + Hkv * Dk, Hkv * Dv);
+    } else {
+        q = engine::linear(x, w.attn_q), k = engine::linear(x, w.attn_k), v = engine::linear(x, w.attn_v);
+    }
     Tensor gate;
     if (c.attn_gate) {
         Tensor qg = q.reshape({T, H, 2 * Dk});
         q = qg.slice(2, 0, Dk).reshape({T, H * Dk});
         gate = qg.slice(2, Dk, Dk);  // (T, H, Dv)
     }
-    Tensor k = engine::linear(x, w.attn_k);  // (T, Hkv*Dk)
-    Tensor v = engine::linear(x, w.attn_v);  // (T, Hkv*Dv)
     if (c.qkv_bias) q = q + w.attn_q_b, k = k + w.attn_k_b, v = v + w.attn_v_b;
     if (c.qk_norm_full) q = engine::rms_norm(q, w.attn_q_norm, c.rms_eps), k = engine::rms_norm(k, w.attn_k_norm, c.rms_eps);
     q = q.reshape({T, H, Dk});

@@ -23,7 +23,8 @@ struct LayerState {
 
 // --- attention (llm/attention.cpp): GQA, RoPE, qkv bias, q/k norm ------------------------------------
 struct AttentionWeights {
-    Tensor attn_q, attn_k, attn_v;        // (H*Dk, D), (Hkv*Dk, D), (Hkv*Dv, D)
+    Tensor attn_q, attn_k, attn_v;        // (H*Dk, D), (Hkv*Dk, D), (Hkv*Dv, D); unset when attn_qkv is set
+    Tensor attn_qkv;                      // q|k|v stacked in one packed weight (engine::pack_for_linear)
     Tensor attn_q_b, attn_k_b, attn_v_b;  // biases (qkv_bias)
     Tensor attn_q_norm, attn_k_norm;      // (Dk) per head, or the full width (qk_norm_full)
     Tensor attn_output, attn_output_b;    // (D, H*Dv), (D)
@@ -39,8 +40,9 @@ Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& 
 
 // --- feed-forward (llm/ffn.cpp): SwiGLU ---------------------------------------------------------------
 struct FfnWeights {
-    Tensor ffn_gate, ffn_up;  // (F, D)
+    Tensor ffn_gate, ffn_up;  // (F, D); unset when ffn_gate_up is set
     Tensor ffn_down;          // (D, F)
+    Tensor ffn_gate_up;       // gate|up stacked in one packed weight (engine::pack_for_linear)
 };
 FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix = "");
 Tensor ffn(const FfnWeights& w, const Tensor& x);  // (T, D) -> (T, D)

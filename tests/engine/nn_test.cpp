@@ -88,6 +88,15 @@ TEST_CASE("linear over a Q8_0 weight packed by pack_for_linear gives what the ro
     REQUIRE(pack_for_linear(packed).node().get() == packed.node().get());  // packing twice is a no-op
     REQUIRE_THROWS_WITH(embedding(packed, tensor({1}, {1}, i32)), Catch::Contains("[engine] embedding: the table is packed for linear()"));
     REQUIRE_THROWS_WITH(dequantize(packed), Catch::Contains("[engine] dequantize: the weight is packed for linear()"));
+    // stacked: one packed weight whose outputs are the weights' side by side
+    Weights w2 = weights(gguf::Type::Q8_0, 32, K, 9);
+    Tensor stacked = pack_for_linear(std::vector<Tensor>{w.t, w2.t});
+    REQUIRE(stacked.defined());
+    REQUIRE(shape_str(stacked.shape()) == "(80,128)");
+    Tensor x = tensor(uniform(size_t(3 * K), 10), {3, K}, f32);
+    require_close(values(linear(x, stacked)), values(concat({linear(x, w.t), linear(x, w2.t)}, 1)), 1e-5, 1e-5, "stacked");
+    Weights other_cols = weights(gguf::Type::Q8_0, 16, 64, 11);
+    REQUIRE_FALSE(pack_for_linear(std::vector<Tensor>{w.t, other_cols.t}).defined());
     // weights the layout does not fit stay as they are
     Weights odd = weights(gguf::Type::Q8_0, 40, K, 7);  // 40 rows: not whole panels of 16
     REQUIRE(pack_for_linear(odd.t).node().get() == odd.t.node().get());
