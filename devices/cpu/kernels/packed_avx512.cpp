@@ -9,6 +9,9 @@ namespace cpu_kernels::avx512 {
 using gguf::Type;
 
 namespace {
+// Prefetch distance along a panel: 8 KiB ahead (16 groups of 32 columns). Measured on the 100M decode
+// (paired A/B): 8 KiB beat 2, 4 and 16 KiB; fetching every line of a group beat every other line.
+constexpr int64_t kPrefetchAhead = 8192;
 
 // One token's Q8_0 activation unpacked: K quants, then per 32-element group d_x and −128·Σq (the codes
 // are stored as q + 128).
@@ -47,11 +50,9 @@ void panel_tile(const uint8_t* panel, int64_t K, const PanelAct* x, float* y, in
     for (int t = 0; t < N; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < n_groups; g++) {
         const uint8_t* codes = panel + g * 8 * 64;
-        // the next groups' codes: the hardware prefetcher alone leaves the loads waiting on memory
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 2048), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 2048 + 64), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 2048 + 128), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 2048 + 192), _MM_HINT_T0);
+        // later groups' codes: the hardware prefetcher alone leaves the loads waiting on memory
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++) _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchAhead + 64 * l), _MM_HINT_T0);
         __m512i dot[N];
 #pragma GCC unroll 4
         for (int t = 0; t < N; t++) dot[t] = _mm512_set1_epi32(x[t].corr[g]);
