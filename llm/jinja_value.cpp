@@ -12,6 +12,9 @@ namespace llm::jinja {
 
 void fail(ErrorKind kind, std::string message) { throw Error(kind, std::move(message)); }
 
+ListHeap::~ListHeap() = default;
+DictHeap::~DictHeap() = default;
+
 Value Value::undefined(std::string hint, ErrorKind kind) {
     Value v;
     v.heap_ = std::make_shared<UndefinedHeap>(std::move(hint), kind);

@@ -43,13 +43,17 @@ struct StrHeap : Heap {
 // Containers the template builds are at most MAX_VALUE_DEPTH deep, so that freeing, printing and
 // comparing them (all recursive) cannot exhaust the stack; deeper JSON input is refused when used.
 constexpr int MAX_VALUE_DEPTH = 512;
+// The destructors are defined in jinja_value.cpp, where Value is complete (clang instantiates a
+// virtual destructor's members at the class, where Value is still incomplete).
 struct ListHeap : Heap {
     std::vector<Value> items;
     int depth = 1;
+    ~ListHeap() override;
 };
 struct DictHeap : Heap {
     std::vector<std::pair<Value, Value>> items;  // insertion order, unique keys
     int depth = 1;
+    ~DictHeap() override;
 };
 // Why a value is undefined; used when it is used in a way Undefined forbids.
 struct UndefinedHeap : Heap {
