@@ -142,10 +142,17 @@ struct ChatTemplate::Impl {
     std::shared_ptr<const jinja::Program> program;
     std::string name;
     jinja::Clock clock = system_now;
+    TemplateLimits limits;
 };
 
 ChatTemplate::ChatTemplate(const std::string& source, std::string name) : impl_(std::make_unique<Impl>()) {
     impl_->name = std::move(name);
+    constexpr size_t MAX_SOURCE_BYTES = 1 << 20;  // real templates are under 20 KB; parsing is not budgeted
+    if (source.size() > MAX_SOURCE_BYTES)
+        throw TemplateError(TemplateError::Kind::SYNTAX, 0,
+                            "template source of " + std::to_string(source.size()) + " bytes exceeds the limit of " +
+                                std::to_string(MAX_SOURCE_BYTES),
+                            impl_->name);
     try {
         impl_->program = jinja::parse(source);
     } catch (const jinja::Error& e) {
@@ -159,7 +166,7 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
     try {
-        jinja::Renderer renderer(*impl_->program, context, impl_->clock);
+        jinja::Renderer renderer(*impl_->program, context, impl_->clock, impl_->limits);
         return renderer.render();
     } catch (const jinja::Error& e) {
         throw convert(e, impl_->name);
@@ -171,6 +178,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
 }
 
 void ChatTemplate::set_clock(std::function<std::tm()> now) { impl_->clock = now ? std::move(now) : system_now; }
+void ChatTemplate::set_limits(const TemplateLimits& limits) { impl_->limits = limits; }
 
 std::string ChatTemplate::fallback_source(const std::string& pre, const std::string& arch) {
     auto is = [&](std::initializer_list<const char*> names) {

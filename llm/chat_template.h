@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <ctime>
 #include <functional>
 #include <memory>
@@ -26,6 +27,15 @@ struct TemplateError : std::runtime_error {
     std::string message;  // without the location; for RAISED exactly the template's raise_exception(msg)
 };
 
+// What one render may use; exceeding any is a TemplateError (RUNTIME) naming the limit. Every real
+// template in ../shared/golden/templates uses a tiny fraction (tests/llm/chat_template_budget_test.cpp).
+struct TemplateLimits {
+    uint64_t max_steps = 2'000'000;                // statements, expressions, loop iterations, items touched
+    uint64_t max_output_bytes = 32ull << 20;       // all text appended to the output and captured blocks
+    uint64_t max_alloc_bytes = 128ull << 20;       // all strings and containers the template creates
+    size_t max_stack_bytes = 1u << 20;             // native stack (less if the thread has less)
+};
+
 class ChatTemplate {
 public:
     // Parses; throws TemplateError. `name` (e.g. the file) only appears in error messages.
@@ -41,6 +51,8 @@ public:
 
     // Where strftime_now() takes "now" (local time); the system clock by default. Tests pin it.
     void set_clock(std::function<std::tm()> now);
+    // The budget of each render (TemplateLimits' defaults unless set).
+    void set_limits(const TemplateLimits& limits);
 
     // The template a model without tokenizer.chat_template gets, by tokenizer.ggml.pre / architecture:
     //   llama3, llama-v3, llama-bpe                  -> Llama 3 headers (<|start_header_id|>...<|eot_id|>)

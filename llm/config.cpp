@@ -19,6 +19,31 @@ namespace {
 const char* const SUPPORTED[] = {"llama",   "qwen2",     "qwen3",       "qwen3moe", "olmoe",   "deepseek2", "glm4moe",
                                  "qwen3next", "qwen35", "qwen35moe", "kimi-linear", "gpt-oss"};
 
+// Sane bounds for sizes a GGUF declares, checked before anything is sized by them (a hostile file's
+// block_count = INT32_MAX would otherwise allocate gigabytes of per-layer vectors). Real models stay
+// far below: at most ~130 blocks, 16k-wide embeddings, 512 experts, 10M-token contexts.
+struct Range {
+    const char* key;
+    int64_t min, max;
+};
+constexpr int64_t MAX_BLOCKS = 4096;
+constexpr int64_t MAX_WIDTH = 1 << 20;     // embedding, FFN and head widths
+constexpr int64_t MAX_HEADS = 1 << 14;
+constexpr int64_t MAX_EXPERTS = 1 << 14;
+constexpr int64_t MAX_CONTEXT = 1 << 28;
+
+// An integer key within [min, max] (or `fallback` when absent and optional); the error names the key.
+int32_t checked(const gguf::File& f, const Range& r, const int32_t* fallback = nullptr) {
+    const gguf::Value* v = f.find(r.key);
+    if (!v && fallback) return *fallback;
+    int64_t x = f.get<int64_t>(r.key);
+    if (x < r.min || x > r.max)
+        fail(f, (r.key[0] == '.' ? f.architecture() : std::string()) + r.key + " = " + std::to_string(x) + " is outside " + std::to_string(r.min) + ".." +
+                    std::to_string(r.max));
+    return static_cast<int32_t>(x);
+}
+int32_t checked_or(const gguf::File& f, const Range& r, int32_t fallback) { return checked(f, r, &fallback); }
+
 bool is_one_of(const std::string& arch, std::initializer_list<const char*> names) {
     return std::any_of(names.begin(), names.end(), [&](const char* n) { return arch == n; });
 }
@@ -73,7 +98,7 @@ void read_rope(const gguf::File& f, ModelConfig& c) {
     if (is_one_of(a, {"llama", "deepseek2"})) c.rope.type = RopeType::NORM;
     else if (a == "kimi-linear") c.rope.type = RopeType::NONE;  // its MLA layers carry no RoPE
     else c.rope.type = RopeType::NEOX;  // qwen*, olmoe, glm4moe, gpt-oss; qwen35's multi-section is NEOX-shaped
-    c.rope.n_dims = f.get_or<int32_t>(".rope.dimension_count", c.head_dim_k);
+    c.rope.n_dims = checked_or(f, {".rope.dimension_count", 0, MAX_WIDTH}, c.head_dim_k);
     c.rope.freq_base = f.get_or<float>(".rope.freq_base", 10000.0f);
     if (f.has(".rope.dimension_sections")) {
         auto s = f.get<std::vector<int32_t>>(".rope.dimension_sections");
@@ -84,19 +109,19 @@ void read_rope(const gguf::File& f, ModelConfig& c) {
 
 void read_moe(const gguf::File& f, ModelConfig& c) {
     MoeConfig& m = c.moe;
-    m.n_expert = f.get_or<int32_t>(".expert_count", 0);
+    m.n_expert = checked_or(f, {".expert_count", 0, MAX_EXPERTS}, 0);
     if (m.n_expert == 0) return;
     const std::string& a = c.arch;
-    m.n_expert_used = f.get<int32_t>(".expert_used_count");
+    m.n_expert_used = checked(f, {".expert_used_count", 1, m.n_expert});
     if (m.n_expert_used < 1 || m.n_expert_used > m.n_expert)
         fail(f, "expert_used_count " + std::to_string(m.n_expert_used) + " is outside 1.." + std::to_string(m.n_expert));
-    m.n_ff_exp = f.get_or<int32_t>(".expert_feed_forward_length", c.n_ff);
-    m.n_expert_shared = f.get_or<int32_t>(".expert_shared_count", 0);
-    m.n_leading_dense = f.get_or<int32_t>(".leading_dense_block_count", 0);
+    m.n_ff_exp = checked_or(f, {".expert_feed_forward_length", 0, MAX_WIDTH}, c.n_ff);
+    m.n_expert_shared = checked_or(f, {".expert_shared_count", 0, MAX_EXPERTS}, 0);
+    m.n_leading_dense = checked_or(f, {".leading_dense_block_count", 0, c.n_layer}, 0);
     m.weights_scale = f.get_or<float>(".expert_weights_scale", 1.0f);
     if (m.weights_scale == 0.0f) m.weights_scale = 1.0f;
-    m.n_group = f.get_or<int32_t>(".expert_group_count", 0);
-    m.n_group_used = f.get_or<int32_t>(".expert_group_used_count", 0);
+    m.n_group = checked_or(f, {".expert_group_count", 0, m.n_expert}, 0);
+    m.n_group_used = checked_or(f, {".expert_group_used_count", 0, m.n_expert}, 0);
     if (m.n_group > 1 && (m.n_expert % m.n_group != 0 || m.n_group_used < 1 || m.n_group_used >= m.n_group))
         fail(f, "expert groups " + std::to_string(m.n_group) + " (used " + std::to_string(m.n_group_used) + ") do not divide " +
                     std::to_string(m.n_expert) + " experts");
@@ -105,7 +130,7 @@ void read_moe(const gguf::File& f, ModelConfig& c) {
     if (is_one_of(a, {"qwen3next", "qwen35moe"})) {
         m.n_expert_shared = 1;  // always one sigmoid-gated shared expert, as wide as the dense FFN by default
         m.shared_gate = true;
-        m.n_ff_shexp = f.get_or<int32_t>(".expert_shared_feed_forward_length", c.n_ff);
+        m.n_ff_shexp = checked_or(f, {".expert_shared_feed_forward_length", 0, MAX_WIDTH}, c.n_ff);
     } else {
         m.n_ff_shexp = m.n_ff_exp * std::max(1, m.n_expert_shared);
     }
@@ -202,26 +227,33 @@ ModelConfig read_config(const gguf::File& f) {
         fail(f, "unsupported architecture '" + c.arch + "' (supported: " + list + ")");
     }
     c.name = f.get_or<std::string>("general.name", "");
-    c.n_embd = f.get<int32_t>(".embedding_length");
-    const int n_layer_all = f.get<int32_t>(".block_count");
+    c.n_embd = checked(f, {".embedding_length", 1, MAX_WIDTH});
+    const int n_layer_all = checked(f, {".block_count", 1, MAX_BLOCKS});
+    // Every block has weights: a count beyond the tensors is a lie, whatever the cap.
+    if (static_cast<size_t>(n_layer_all) > f.tensors().size())
+        fail(f, "block_count " + std::to_string(n_layer_all) + " exceeds the " + std::to_string(f.tensors().size()) +
+                    " tensors in the file");
     // Next-token-prediction (MTP) blocks follow the trunk (GLM-4.x, DeepSeek-V3); generation skips them.
-    c.n_layer = n_layer_all - f.get_or<int32_t>(".nextn_predict_layers", 0);
-    c.n_head = f.get<int32_t>(".attention.head_count");
-    c.n_ctx_train = f.get_or<int32_t>(".context_length", 2048);
-    c.n_ff = f.get_or<int32_t>(".feed_forward_length", 0);
+    c.n_layer = n_layer_all - checked_or(f, {".nextn_predict_layers", 0, n_layer_all - 1}, 0);
+    c.n_head = checked(f, {".attention.head_count", 1, MAX_HEADS});
+    c.n_ctx_train = checked_or(f, {".context_length", 1, MAX_CONTEXT}, 2048);
+    c.n_ff = checked_or(f, {".feed_forward_length", 0, MAX_WIDTH}, 0);
     c.rms_eps = f.get_or<float>(".attention.layer_norm_rms_epsilon", 1e-5f);
-    if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0)
-        fail(f, "embedding_length, head_count and block_count (less nextn_predict_layers) must be positive");
-    c.head_dim_k = f.get_or<int32_t>(".attention.key_length", c.n_embd / c.n_head);
-    c.head_dim_v = f.get_or<int32_t>(".attention.value_length", c.head_dim_k);
+    c.head_dim_k = checked_or(f, {".attention.key_length", 1, MAX_WIDTH}, std::max(1, c.n_embd / c.n_head));
+    c.head_dim_v = checked_or(f, {".attention.value_length", 1, MAX_WIDTH}, c.head_dim_k);
 
     std::vector<int> kv = per_layer(f, c.arch + ".attention.head_count_kv", n_layer_all, c.n_head);
+    for (int h : kv)
+        if (h < 0 || h > c.n_head)
+            fail(f, "attention.head_count_kv " + std::to_string(h) + " is outside 0.." + std::to_string(c.n_head));
     kv.resize(c.n_layer);
     c.n_head_kv = *std::max_element(kv.begin(), kv.end());
 
     const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
     if (!emb) fail(f, "missing tensor 'token_embd.weight'");
-    c.n_vocab = static_cast<int>(emb->dims.size() > 1 ? emb->dims[1] : 0);
+    int64_t n_vocab = emb->dims.size() > 1 ? emb->dims[1] : 0;
+    if (n_vocab <= 0 || n_vocab > INT32_MAX) fail(f, "token_embd.weight has " + std::to_string(n_vocab) + " rows");
+    c.n_vocab = static_cast<int>(n_vocab);
     c.tied_output = f.find_tensor("output.weight") == nullptr;
 
     const std::string& a = c.arch;
@@ -240,7 +272,7 @@ ModelConfig read_config(const gguf::File& f) {
     // Sliding window: gpt-oss alternates sliding and full attention; of every `pattern` layers the
     // last is full (llama.cpp's set_swa_pattern, default 2: even layers slide).
     c.swa_layer.assign(c.n_layer, false);
-    c.sliding_window = f.get_or<int32_t>(".attention.sliding_window", 0);
+    c.sliding_window = checked_or(f, {".attention.sliding_window", 0, MAX_CONTEXT}, 0);
     if (a == "gpt-oss" && c.sliding_window > 0) {
         int pattern = f.get_or<int32_t>(".attention.sliding_window_pattern", 2);
         if (pattern < 0) fail(f, "sliding_window_pattern must not be negative");
@@ -256,17 +288,20 @@ ModelConfig read_config(const gguf::File& f) {
         if (interval <= 0) fail(f, "full_attention_interval must be positive");
         for (int il = 0; il < c.n_layer; il++)
             c.layer_kind[il] = (il + 1) % interval == 0 ? LayerKind::ATTENTION : LayerKind::GATED_DELTA_NET;
-        c.ssm.conv_kernel = f.get<int32_t>(".ssm.conv_kernel");
-        c.ssm.d_state = f.get<int32_t>(".ssm.state_size");
-        c.ssm.n_group = f.get<int32_t>(".ssm.group_count");
-        c.ssm.n_v_head = f.get<int32_t>(".ssm.time_step_rank");
-        c.ssm.d_inner = f.get<int32_t>(".ssm.inner_size");
+        c.ssm.conv_kernel = checked(f, {".ssm.conv_kernel", 1, 64});
+        c.ssm.d_state = checked(f, {".ssm.state_size", 1, MAX_WIDTH});
+        c.ssm.n_group = checked(f, {".ssm.group_count", 1, MAX_HEADS});
+        c.ssm.n_v_head = checked(f, {".ssm.time_step_rank", 1, MAX_HEADS});
+        c.ssm.d_inner = checked(f, {".ssm.inner_size", 1, MAX_WIDTH});
+        if (c.ssm.n_v_head % c.ssm.n_group || c.ssm.d_inner % c.ssm.n_v_head)
+            fail(f, "ssm sizes do not divide: inner_size " + std::to_string(c.ssm.d_inner) + ", time_step_rank " +
+                        std::to_string(c.ssm.n_v_head) + ", group_count " + std::to_string(c.ssm.n_group));
         c.ssm.qk_heads_interleaved = a == "qwen3next";
     }
     if (a == "kimi-linear") {
         for (int il = 0; il < c.n_layer; il++) c.layer_kind[il] = kv[il] == 0 ? LayerKind::KDA : LayerKind::MLA;
-        c.ssm.conv_kernel = f.get<int32_t>(".ssm.conv_kernel");
-        c.ssm.kda_head_dim = f.get<int32_t>(".kda.head_dim");
+        c.ssm.conv_kernel = checked(f, {".ssm.conv_kernel", 1, 64});
+        c.ssm.kda_head_dim = checked(f, {".kda.head_dim", 1, MAX_WIDTH});
     }
     return c;
 }

@@ -48,10 +48,12 @@ Value repeat(const Value& seq, int64_t n) {
     if (n < 0) n = 0;
     size_t unit = seq.is_string() ? seq.str().size() : seq.list_size();
     if (unit && static_cast<uint64_t>(n) > (size_t{1} << 28) / unit) fail(ErrorKind::VALUE, "repetition result too large");
-    if (seq.is_string()) {
+    budget_reserve(unit * static_cast<size_t>(n) * (seq.is_string() ? 1 : sizeof(Value)));
+    if (seq.is_string()) {  // by doubling: 'x' * 100000000 is a few copies, not 10^8 appends
         std::string out;
         out.reserve(unit * n);
-        for (int64_t i = 0; i < n; i++) out += seq.str();
+        if (n > 0) out += seq.str();
+        while (out.size() < unit * n) out.append(out, 0, std::min(out.size(), unit * n - out.size()));
         return Value::string(std::move(out), seq.is_safe());
     }
     std::vector<Value> items;
@@ -77,6 +79,7 @@ Value binary_op(Op op, const Value& a, const Value& b) {
                 return Value::string((a.is_safe() ? std::string(a.str()) : html_escape(a.str())) +
                                          (b.is_safe() ? std::string(b.str()) : html_escape(b.str())),
                                      true);
+            budget_reserve(a.str().size() + b.str().size());
             std::string s;
             s.reserve(a.str().size() + b.str().size());
             s += a.str();
@@ -84,6 +87,7 @@ Value binary_op(Op op, const Value& a, const Value& b) {
             return Value::string(std::move(s));
         }
         if (a.kind() == Kind::LIST && b.kind() == Kind::LIST && a.is_tuple() == b.is_tuple()) {
+            budget_reserve((a.list_size() + b.list_size()) * sizeof(Value));
             std::vector<Value> items = iterate(a);
             for (size_t i = 0; i < b.list_size(); i++) items.push_back(b.list_at(i));
             return Value::list(std::move(items), a.is_tuple());
@@ -147,10 +151,13 @@ bool contains(const Value& container, const Value& item) {
     case Kind::STRING:
         if (!item.is_string())
             fail(ErrorKind::TYPE, "'in <string>' requires string as left operand, not " + type_name(item));
+        budget_step(container.str().size() / 64);
         return container.str().find(item.str()) != std::string_view::npos;
     case Kind::LIST:
-        for (size_t i = 0; i < container.list_size(); i++)
+        for (size_t i = 0; i < container.list_size(); i++) {
+            budget_step();
             if (equal(container.list_at(i), item)) return true;
+        }
         return false;
     case Kind::DICT: {
         if (item.kind() == Kind::LIST && !item.is_tuple()) fail(ErrorKind::TYPE, "unhashable type: 'list'");
@@ -368,6 +375,8 @@ Value Renderer::eval_binary(const BinaryExpr& e) {
 }
 
 Value Renderer::eval(const Expr& e) {
+    budget_step();
+    budget_check_stack();
     switch (e.type) {
     case ExprType::CONST: return static_cast<const ConstExpr&>(e).value;
     case ExprType::NAME: return lookup(static_cast<const NameExpr&>(e).slot);

@@ -227,7 +227,8 @@ std::string Namespace::repr() const {
     return out + "}>";
 }
 
-Renderer::Renderer(const Program& program, const Json& context, Clock clock) : program_(program), clock_(std::move(clock)) {
+Renderer::Renderer(const Program& program, const Json& context, Clock clock, const TemplateLimits& limits)
+    : program_(program), clock_(std::move(clock)), limits_(limits) {
     static const std::vector<std::pair<std::string, Value>> builtins = [] {
         std::vector<std::pair<std::string, Value>> b;
         add_builtin_globals(b);
@@ -249,6 +250,7 @@ Renderer::Renderer(const Program& program, const Json& context, Clock clock) : p
 std::string Renderer::render() {
     std::string out;
     out_ = &out;
+    Budget budget(limits_);
     struct Cleanup {  // namespaces may hold themselves (ns.x = ns): break such cycles, even on error
         Renderer& r;
         ~Cleanup() {
@@ -297,7 +299,9 @@ Value Renderer::eval_in(const Expr& e, std::shared_ptr<Scope> scope) {
 }
 
 Flow Renderer::exec(const Body& body) {
+    budget_check_stack();
     for (const auto& stmt : body) {
+        budget_step();
         Flow flow;
         try {
             flow = exec_stmt(*stmt);
@@ -349,6 +353,7 @@ void Renderer::run_loop(const ForStmt& s, std::vector<Value> items, int depth) {
     if (s.filter) {  // `for x in xs if cond`: loop.* counts only the items kept
         std::vector<Value> kept;
         for (Value& item : items) {
+            budget_step();
             fresh_iteration_scope(scope, outer);
             ScopeSwap swap(*this, scope);
             assign(s.target, item);
@@ -367,6 +372,7 @@ void Renderer::run_loop(const ForStmt& s, std::vector<Value> items, int depth) {
     loop->recursive = s.recursive ? &s : nullptr;
     Value loop_value = Value::object(loop);
     for (size_t i = 0; i < loop->items.size(); i++) {
+        budget_step();
         loop->index = i;
         fresh_iteration_scope(scope, outer);
         ScopeSwap swap(*this, scope);
@@ -376,10 +382,21 @@ void Renderer::run_loop(const ForStmt& s, std::vector<Value> items, int depth) {
     }
 }
 
+void Renderer::emit(std::string_view text) {
+    if (Budget* b = Budget::current()) b->output(text.size());
+    out_->append(text);
+}
+
+void Renderer::emit(const Value& v) {
+    size_t before = out_->size();
+    append_str(*out_, v);
+    if (Budget* b = Budget::current()) b->output(out_->size() - before);
+}
+
 Flow Renderer::exec_stmt(const Stmt& stmt) {
     switch (stmt.type) {
-    case StmtType::TEXT: out_->append(static_cast<const TextStmt&>(stmt).text); return Flow::NORMAL;
-    case StmtType::OUTPUT: append_str(*out_, eval(*static_cast<const OutputStmt&>(stmt).expr)); return Flow::NORMAL;
+    case StmtType::TEXT: emit(static_cast<const TextStmt&>(stmt).text); return Flow::NORMAL;
+    case StmtType::OUTPUT: emit(eval(*static_cast<const OutputStmt&>(stmt).expr)); return Flow::NORMAL;
     case StmtType::IF: {
         const auto& s = static_cast<const IfStmt&>(stmt);
         for (const auto& [cond, body] : s.branches)
@@ -413,12 +430,12 @@ Flow Renderer::exec_stmt(const Stmt& stmt) {
         Value callee = eval(*call.callee);
         CallArgs args = eval_args(call.args);
         args.keyword.emplace_back("caller", Value::object(std::make_shared<Macro>(s.caller, scope_)));
-        append_str(*out_, this->call(callee, args));
+        emit(this->call(callee, args));
         return Flow::NORMAL;
     }
     case StmtType::FILTER_BLOCK: {
         const auto& s = static_cast<const FilterBlockStmt&>(stmt);
-        append_str(*out_, apply_filters(s.filters, Value::string(capture(s.body, child_of(scope_)))));
+        emit(apply_filters(s.filters, Value::string(capture(s.body, child_of(scope_)))));
         return Flow::NORMAL;
     }
     case StmtType::WITH: {

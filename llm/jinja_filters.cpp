@@ -100,6 +100,7 @@ Value f_join(Renderer& r, const Value& v, CallArgs& a) {
     for (size_t i = 0; i < items.size(); i++) {
         if (i) out += sep;
         append_str(out, attribute && !attribute->is_none() ? attribute_of(r, items[i], *attribute) : items[i]);
+        budget_reserve(out.size());
     }
     return str_value(std::move(out));
 }
@@ -370,7 +371,10 @@ Value f_indent(Renderer&, const Value& v, CallArgs& a) {
     std::vector<std::string> lines;
     for (size_t start = 0, nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1) lines.push_back(s.substr(start, nl - start));
     std::string out = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); i++) out += "\n" + ((!lines[i].empty() || flag(a, 2, "blank")) ? pad + lines[i] : lines[i]);
+    for (size_t i = 1; i < lines.size(); i++) {
+        out += "\n" + ((!lines[i].empty() || flag(a, 2, "blank")) ? pad + lines[i] : lines[i]);
+        budget_reserve(out.size());
+    }
     return str_value(flag(a, 1, "first") ? pad + out : out);
 }
 

@@ -1,5 +1,6 @@
 // tojson: Python's json.dumps over template values, byte for byte (separators, indent, ensure_ascii,
 // sort_keys, float repr, escapes), as transformers' tojson filter calls it.
+#include "llm/jinja_budget.h"
 #include "llm/jinja_unicode.h"
 #include "llm/jinja_value.h"
 
@@ -71,12 +72,17 @@ public:
 
     void write(const Value& v, int depth) {
         if (depth > MAX_DEPTH) fail(ErrorKind::VALUE, "tojson: value nested too deeply");
+        budget_step();
+        budget_check_stack();
         switch (v.kind()) {
         case Kind::NONE: out_ += "null"; return;
         case Kind::BOOL: out_ += v.as_bool() ? "true" : "false"; return;
         case Kind::INT: out_ += std::to_string(v.as_int()); return;
         case Kind::FLOAT: append_json_float(out_, v.as_float()); return;
-        case Kind::STRING: append_json_string(out_, v.str(), o_.ensure_ascii); return;
+        case Kind::STRING:
+            budget_reserve(out_.size() + v.str().size());
+            append_json_string(out_, v.str(), o_.ensure_ascii);
+            return;
         case Kind::LIST: {
             if (v.list_size() == 0) {
                 out_ += "[]";

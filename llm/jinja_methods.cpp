@@ -161,6 +161,7 @@ Value m_replace(Renderer&, const Value& self, CallArgs& a) {
         int64_t done = 0;
         for (size_t i = 0; i < s.size();) {
             if (count < 0 || done < count) out += with, done++;
+            budget_reserve(out.size());
             size_t start = i;
             utf8_next(s, i);
             out += s.substr(start, i - start);
@@ -172,6 +173,7 @@ Value m_replace(Renderer&, const Value& self, CallArgs& a) {
     for (int64_t done = 0; (count < 0 || done < count) && (at = s.find(old, start)) != std::string_view::npos; done++) {
         out += s.substr(start, at - start);
         out += with;
+        budget_reserve(out.size());
         start = at + old.size();
     }
     out += s.substr(start);
@@ -230,6 +232,7 @@ Value m_join(Renderer&, const Value& self, CallArgs& a) {
             fail(ErrorKind::TYPE, "sequence item " + std::to_string(i) + ": expected str instance, " + type_name(items[i]) + " found");
         if (i) out += self.str();
         out += items[i].str();
+        budget_reserve(out.size());
     }
     return str_value(std::move(out));
 }

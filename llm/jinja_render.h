@@ -4,6 +4,7 @@
 #pragma once
 
 #include "llm/jinja_ast.h"
+#include "llm/jinja_budget.h"
 
 #include <ctime>
 #include <functional>
@@ -62,7 +63,7 @@ enum class Flow : uint8_t { NORMAL, BREAK, CONTINUE };
 
 class Renderer {
 public:
-    Renderer(const Program& program, const Json& context, Clock clock);
+    Renderer(const Program& program, const Json& context, Clock clock, const TemplateLimits& limits = {});
     std::string render();
 
     Value eval(const Expr& e);
@@ -93,6 +94,7 @@ private:
     std::shared_ptr<Scope> scope_;
     std::string* out_ = nullptr;
     Clock clock_;
+    TemplateLimits limits_;
     int depth_ = 0;
     std::vector<std::shared_ptr<Namespace>> namespaces_;
 
@@ -100,6 +102,8 @@ private:
     Value lookup(int slot);
     Flow exec(const Body& body);
     Flow exec_stmt(const Stmt& s);
+    void emit(std::string_view text);  // appends to the output, counted against the budget
+    void emit(const Value& v);         // str(v), likewise
     void assign(const Target& target, Value value);
     Value eval_call(const CallExpr& e);
     Value eval_filter(const FilterExpr& e, const Value* operand);

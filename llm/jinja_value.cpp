@@ -1,5 +1,6 @@
 // Values: construction, access, and the Python builtins templates lean on (truth, ==, <, str, repr,
 // len, iter), with Python's exact output formats.
+#include "llm/jinja_budget.h"
 #include "llm/jinja_unicode.h"
 #include "llm/jinja_value.h"
 
@@ -47,6 +48,7 @@ Value Value::string(std::string s, bool safe) {
     Value v;
     v.kind_ = Kind::STRING;
     v.flags_ = safe ? SAFE : 0;
+    budget_allocate(s.size() + sizeof(StrHeap));
     v.heap_ = std::make_shared<StrHeap>(std::move(s));
     return v;
 }
@@ -70,6 +72,7 @@ Value Value::list(std::vector<Value> items, bool tuple) {
     Value v;
     v.kind_ = Kind::LIST;
     v.flags_ = tuple ? TUPLE : 0;
+    budget_allocate(items.size() * sizeof(Value) + sizeof(ListHeap));
     auto heap = std::make_shared<ListHeap>();
     int deepest = 0;
     for (const Value& item : items) deepest = std::max(deepest, item.depth());
@@ -81,6 +84,7 @@ Value Value::list(std::vector<Value> items, bool tuple) {
 Value Value::dict(std::vector<std::pair<Value, Value>> items) {
     Value v;
     v.kind_ = Kind::DICT;
+    budget_allocate(items.size() * 2 * sizeof(Value) + sizeof(DictHeap));
     auto heap = std::make_shared<DictHeap>();
     int deepest = 0;
     for (const auto& [k, x] : items) deepest = std::max({deepest, k.depth(), x.depth()});
@@ -210,6 +214,8 @@ struct DepthGuard {
         return n;
     }
     DepthGuard() {
+        budget_step();
+        budget_check_stack();
         if (++level() > MAX_VALUE_DEPTH) {
             level()--;
             fail(ErrorKind::VALUE, "value nested too deeply");
@@ -253,6 +259,7 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b, const char* op) {
+    budget_step();  // sorting and min/max compare many times per expression
     require_defined(a);
     require_defined(b);
     if (a.is_number() && b.is_number()) {
@@ -384,6 +391,7 @@ void append_repr(std::string& out, const Value& v) {
     case Kind::INT: out += std::to_string(v.as_int()); return;
     case Kind::FLOAT: append_float_repr(out, v.as_float()); return;
     case Kind::STRING:
+        budget_reserve(out.size() + v.str().size());  // a list repeating one huge string prints it many times
         if (v.is_safe()) out += "Markup(";
         append_string_repr(out, v.str());
         if (v.is_safe()) out += ")";
@@ -392,6 +400,7 @@ void append_repr(std::string& out, const Value& v) {
         DepthGuard guard;
         out += v.is_tuple() ? '(' : '[';
         for (size_t i = 0; i < v.list_size(); i++) {
+            budget_step();
             if (i) out += ", ";
             append_repr(out, v.list_at(i));
         }
@@ -404,6 +413,7 @@ void append_repr(std::string& out, const Value& v) {
         out += '{';
         bool first = true;
         v.dict_for_each([&](const Value& k, const Value& val) {
+            budget_step();
             if (!first) out += ", ";
             first = false;
             append_repr(out, k);
@@ -413,7 +423,11 @@ void append_repr(std::string& out, const Value& v) {
         out += '}';
         return;
     }
-    case Kind::OBJECT: out += v.object()->repr(); return;
+    case Kind::OBJECT: {
+        DepthGuard guard;  // a namespace may contain itself
+        out += v.object()->repr();
+        return;
+    }
     }
 }
 
@@ -440,6 +454,7 @@ std::vector<Value> iterate(const Value& v) {
     case Kind::UNDEFINED: return items;
     case Kind::STRING: {
         std::string_view s = v.str();
+        budget_step(s.size());
         for (size_t i = 0; i < s.size();) {
             size_t start = i;
             utf8_next(s, i);
@@ -448,10 +463,12 @@ std::vector<Value> iterate(const Value& v) {
         return items;
     }
     case Kind::LIST:
+        budget_step(v.list_size());
         items.reserve(v.list_size());
         for (size_t i = 0; i < v.list_size(); i++) items.push_back(v.list_at(i));
         return items;
     case Kind::DICT:
+        budget_step(v.dict_size());
         items.reserve(v.dict_size());
         v.dict_for_each([&](const Value& k, const Value&) { items.push_back(k); });
         return items;
