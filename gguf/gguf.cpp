@@ -49,6 +49,7 @@ struct Cursor {
     size_t size;
     const std::string& file;
     size_t pos = 0;
+    uint64_t elements_left = MAX_METADATA_ELEMENTS;  // array elements this file may still declare
 
     size_t left() const { return size - pos; }
     // `field` + `detail` name what was being read; joined only on failure (vocabularies hold
@@ -64,12 +65,15 @@ struct Cursor {
         pos += sizeof(T);
         return v;
     }
-    std::string read_string(const std::string& field) {
+    std::string read_string(const std::string& field, uint64_t max_bytes = MAX_STRING) {
         size_t at = pos;
         uint64_t n = read<uint64_t>(field, " length");
         if (n > left())
             fail(file, field + " at offset " + std::to_string(at) + ": string length " + std::to_string(n) +
                            " exceeds the " + std::to_string(left()) + " bytes left in the file");
+        if (n > max_bytes)
+            fail(file, field + " at offset " + std::to_string(at) + ": string length " + std::to_string(n) +
+                           " exceeds the limit of " + std::to_string(max_bytes));
         std::string s(reinterpret_cast<const char*>(data + pos), n);
         pos += n;
         return s;
@@ -91,7 +95,21 @@ uint64_t min_value_size(ValueType t) {
     return 1;
 }
 
-Value read_value(Cursor& c, ValueType type, const std::string& field, uint32_t depth) {
+// The most elements / bytes a metadata key's arrays and strings may have (gguf_impl.h).
+struct KeyCaps {
+    uint64_t max_count = MAX_ARRAY;
+    uint64_t max_string = MAX_STRING;
+};
+KeyCaps caps_of(std::string_view key) {
+    KeyCaps caps;
+    if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" || key == "tokenizer.ggml.token_type")
+        caps.max_count = MAX_VOCAB;
+    if (key == "tokenizer.ggml.merges") caps.max_count = MAX_MERGES;
+    if (key.rfind("tokenizer.chat_template", 0) == 0) caps.max_string = MAX_TEMPLATE;
+    return caps;
+}
+
+Value read_value(Cursor& c, ValueType type, const std::string& field, uint32_t depth, const KeyCaps& caps) {
     Value v;
     v.type = type;
     switch (type) {
@@ -112,7 +130,7 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, uint32_t d
         v.v = b != 0;
         break;
     }
-    case ValueType::STRING: v.v = c.read_string(field); break;
+    case ValueType::STRING: v.v = c.read_string(field, caps.max_string); break;
     case ValueType::ARRAY: {
         size_t at = c.pos;
         if (depth >= MAX_ARRAY_DEPTH)
@@ -125,9 +143,17 @@ Value read_value(Cursor& c, ValueType type, const std::string& field, uint32_t d
         if (n > c.left() / min_value_size(v.elem_type))
             fail(c.file, field + " at offset " + std::to_string(at) + ": array count " + std::to_string(n) +
                              " exceeds what the " + std::to_string(c.left()) + " bytes left in the file can hold");
+        if (n > caps.max_count)
+            fail(c.file, field + " at offset " + std::to_string(at) + ": array count " + std::to_string(n) +
+                             " exceeds the limit of " + std::to_string(caps.max_count));
+        if (n > c.elements_left)
+            fail(c.file, field + " at offset " + std::to_string(at) + ": array count " + std::to_string(n) +
+                             " exceeds the " + std::to_string(c.elements_left) + " metadata array elements left of the limit of " +
+                             std::to_string(MAX_METADATA_ELEMENTS) + " per file");
+        c.elements_left -= n;
         std::vector<Value> items;
         items.reserve(n);
-        for (uint64_t i = 0; i < n; i++) items.push_back(read_value(c, v.elem_type, field, depth + 1));
+        for (uint64_t i = 0; i < n; i++) items.push_back(read_value(c, v.elem_type, field, depth + 1, caps));
         v.v = std::move(items);
         break;
     }
@@ -290,7 +316,7 @@ File::Part File::parse(const uint8_t* data, size_t size, const std::string& name
         uint32_t t = c.read<uint32_t>(field, " type");
         if (!known_value_type(t))
             fail(name, field + " at offset " + std::to_string(type_at) + ": unknown value type " + std::to_string(t));
-        Value v = read_value(c, static_cast<ValueType>(t), field, 0);
+        Value v = read_value(c, static_cast<ValueType>(t), field, 0, caps_of(key));
         if (key == "general.alignment") {
             const auto* a = std::get_if<uint64_t>(&v.v);
             if (v.type != ValueType::UINT32 || *a == 0 || (*a & (*a - 1)) != 0)

@@ -14,6 +14,17 @@ constexpr uint64_t DEFAULT_ALIGNMENT = 32;
 constexpr uint32_t MAX_DIMS = 4;             // ggml's GGML_MAX_DIMS
 constexpr uint32_t MAX_ARRAY_DEPTH = 8;      // nested metadata arrays deeper than this are refused
 
+// Sane caps on what metadata may make us allocate, beyond what the file size allows: each stored
+// element becomes a Value (~48 bytes), so a 100 MB file of u8 arrays could otherwise take 5 GB.
+// Real models stay far below (the largest vocabularies have ~260k tokens, ~500k merges; templates
+// are under 20 KB).
+constexpr uint64_t MAX_VOCAB = 1 << 21;               // tokenizer.ggml.tokens / scores / token_type
+constexpr uint64_t MAX_MERGES = 1 << 22;              // tokenizer.ggml.merges
+constexpr uint64_t MAX_ARRAY = 1 << 22;               // any other metadata array
+constexpr uint64_t MAX_METADATA_ELEMENTS = 1 << 23;   // all array elements of one file together
+constexpr uint64_t MAX_STRING = 1 << 26;              // any metadata string
+constexpr uint64_t MAX_TEMPLATE = 1 << 20;            // tokenizer.chat_template*: ChatTemplate's limit
+
 // Split models as llama.cpp's gguf-split writes them: every part carries these keys (u16, u16,
 // i32); split.no counts from 0; only the first part holds the model's metadata.
 constexpr const char* KEY_SPLIT_NO = "split.no";

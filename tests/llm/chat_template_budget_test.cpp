@@ -1,111 +1,37 @@
 // The render budget: hostile templates (a GGUF carries its own) each end in a TemplateError within a
 // second and half a gigabyte, measured in a child process; real templates stay far below every limit.
+#include "common/child_process.h"
 #include "common/test_data.h"
 #include "llm/chat_template.h"
 
-#include <catch2/catch.hpp>
-
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <csignal>
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr double SLOWDOWN = 5;  // sanitizer builds run the same cases, several times slower
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr double SLOWDOWN = 5;
-#else
-constexpr double SLOWDOWN = 1;
-#endif
-#else
-constexpr double SLOWDOWN = 1;
-#endif
-
-struct Outcome {
-    enum { TEMPLATE_ERROR = 10, RENDERED = 11, OTHER_ERROR = 12 };
-    int code = -1;          // exit code of the child, or -signal
-    std::string message;    // the TemplateError's what()
-    double seconds = 0;     // wall time of parse + render in the child
-    double cpu_seconds = 0; // the child's CPU time (user + system): what the render costs, whatever the load
-    long peak_rss_kb = 0;   // the child's peak resident set
-};
-
-// Renders `source` in a forked child (so that its peak RSS is its own, and a crash is only the child's).
-Outcome render_in_child(const std::string& source, const std::string& context = "{}") {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        auto t0 = std::chrono::steady_clock::now();
-        int code = Outcome::OTHER_ERROR;
-        std::string message;
-        try {
-            llm::ChatTemplate t(source, "hostile.jinja");
-            t.render(nlohmann::ordered_json::parse(context));
-            code = Outcome::RENDERED;
-        } catch (const llm::TemplateError& e) {
-            code = Outcome::TEMPLATE_ERROR;
-            message = e.what();
-        } catch (const std::exception& e) {
-            message = e.what();
-        }
-        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::string report = std::to_string(seconds) + "\n" + message;
-        ssize_t ignored = write(fds[1], report.data(), report.size());
-        (void)ignored;
-        _exit(code);
-    }
-    close(fds[1]);
-    // The parent bounds the wait, so a hang fails the test instead of stalling it.
-    int status = 0;
-    rusage usage{};
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (wait4(pid, &status, WNOHANG, &usage) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            kill(pid, SIGKILL);
-            wait4(pid, &status, 0, &usage);
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    std::string report;
-    char buf[4096];
-    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) report.append(buf, static_cast<size_t>(n));
-    close(fds[0]);
-    Outcome o;
-    o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    o.peak_rss_kb = usage.ru_maxrss;
-    o.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-                    static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-    size_t nl = report.find('\n');
-    if (nl != std::string::npos) {
-        o.seconds = std::stod(report.substr(0, nl));
-        o.message = report.substr(nl + 1);
-    }
-    return o;
-}
+constexpr int TEMPLATE_ERROR = 10, RENDERED = 11;
 
 void check_hostile(const std::string& name, const std::string& source, const std::string& expected_in_message) {
     INFO("case: " << name);
-    Outcome o = render_in_child(source);
+    test_child::Result o = test_child::run([&](int& code) {
+        try {
+            llm::ChatTemplate t(source, "hostile.jinja");
+            t.render(nlohmann::ordered_json::object());
+            code = RENDERED;
+            return std::string("rendered");
+        } catch (const llm::TemplateError& e) {
+            code = TEMPLATE_ERROR;
+            return std::string(e.what());
+        }
+    });
     INFO("exit " << o.code << ", " << o.seconds << " s (CPU " << o.cpu_seconds << " s), peak RSS " << o.peak_rss_kb / 1024
                   << " MB: " << o.message);
-    CHECK(o.code == Outcome::TEMPLATE_ERROR);
+    CHECK(o.code == TEMPLATE_ERROR);
     CHECK(o.message.find(expected_in_message) != std::string::npos);
     // CPU time, not wall time: the test machine may be shared; wall time only guards against a hang.
-    CHECK(o.cpu_seconds < 1.0 * SLOWDOWN);
-    CHECK(o.seconds < 10.0 * SLOWDOWN);
+    CHECK(o.cpu_seconds < 1.0 * test_child::SLOWDOWN);
+    CHECK(o.seconds < 10.0 * test_child::SLOWDOWN);
     CHECK(o.peak_rss_kb < 512 * 1024);
 }
 
