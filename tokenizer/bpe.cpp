@@ -196,7 +196,7 @@ private:
             }
         if (cache_.get(word, out)) return;
         const size_t start = out.size();
-        merge(word, out);
+        for_each_chunk(word, [&](std::string_view chunk) { merge(chunk, out); });
         cache_.put(word, out.data() + start, out.size() - start);
     }
 

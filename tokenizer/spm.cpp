@@ -114,13 +114,15 @@ protected:
 
 private:
     void encode_piece(std::string_view text, std::vector<int32_t>& out) const {
-        std::vector<int> ids;
-        const auto status = sp_->Encode(text, &ids);
-        if (!status.ok()) throw Error(where() + "SentencePiece: " + status.ToString());
-        for (int id : ids) {
-            if (id >= n_vocab()) throw Error(where() + "text has a character the vocabulary cannot represent (no byte tokens, no unknown token)");
-            out.push_back(id);
-        }
+        for_each_chunk(text, [&](std::string_view chunk) {
+            std::vector<int> ids;
+            const auto status = sp_->Encode(chunk, &ids);
+            if (!status.ok()) throw Error(where() + "SentencePiece: " + status.ToString());
+            for (int id : ids) {
+                if (id >= n_vocab()) throw Error(where() + "text has a character the vocabulary cannot represent (no byte tokens, no unknown token)");
+                out.push_back(id);
+            }
+        });
     }
 
     // The characters some piece SentencePiece can produce has right before a U+2581 (">" in Gemma 3's

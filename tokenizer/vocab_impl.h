@@ -71,9 +71,30 @@ struct StringHash {
 };
 
 // Words already encoded, shared by all threads encoding with one tokenizer.
+// Pre-tokens (words) longer than this are encoded in consecutive chunks of at most this many bytes,
+// each cut at a UTF-8 character boundary, so that an input without spaces (a 60 MB "word") costs time
+// linear in its length and memory bounded by the chunk (SentencePiece takes ~225 bytes per input byte).
+// Ids differ from an unbounded encoding only near the cuts of such words; real words are far shorter.
+constexpr size_t MAX_WORD_BYTES = 16384;
+
+// Calls f(chunk) for the chunks of `word` (the word itself when it is short enough).
+template <class F>
+void for_each_chunk(std::string_view word, F&& f) {
+    while (word.size() > MAX_WORD_BYTES) {
+        size_t cut = MAX_WORD_BYTES;
+        while (cut > MAX_WORD_BYTES - 4 && (static_cast<uint8_t>(word[cut]) & 0xc0) == 0x80) cut--;  // not inside a character
+        f(word.substr(0, cut));
+        word.remove_prefix(cut);
+    }
+    f(word);
+}
+
 class WordCache {
 public:
+    static constexpr size_t MAX_WORD = 256;  // longer words are rare and would make the cache large
+
     bool get(std::string_view word, std::vector<int32_t>& out) {
+        if (word.size() > MAX_WORD) return false;
         std::lock_guard lock(mu_);
         auto it = map_.find(word);
         if (it == map_.end()) return false;
@@ -81,6 +102,7 @@ public:
         return true;
     }
     void put(std::string_view word, const int32_t* ids, size_t n) {
+        if (word.size() > MAX_WORD) return;
         std::lock_guard lock(mu_);
         if (map_.size() >= MAX_WORDS) map_.clear();  // a long text of unique words: start over
         map_.emplace(std::string(word), std::vector<int32_t>(ids, ids + n));
