@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds one libFuzzer target (clang-19, ASAN+UBSAN, in build-fuzz/) and runs it for SECONDS on a corpus
+# seeded from the repository's fixtures. Fails on any crash, leak, timeout or out-of-memory.
+#   scripts/fuzz.sh gguf|jinja|request|tokenizer SECONDS [extra libFuzzer flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=${1:?usage: scripts/fuzz.sh gguf|jinja|request|tokenizer SECONDS}
+seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
+shift 2
+case "$target" in gguf|jinja|request|tokenizer) ;; *) echo "[fuzz] unknown target '$target'" >&2; exit 2 ;; esac
+FUZZ_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+if [ ! -f "$FUZZ_DIR/CMakeCache.txt" ]; then
+  CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYLLM_FUZZ=ON \
+    -DTINYLLM_SANITIZE=ON -DTINYLLM_AMD=OFF -DTINYLLM_TESTS=OFF ${CMAKE_ARGS:-} >/dev/null
+fi
+cmake --build "$FUZZ_DIR" -j"$(nproc)" --target "fuzz_$target" >/dev/null
+
+# Seeds: files the repository already has for each input kind (a small copy; the corpus grows beside).
+seeds="$FUZZ_DIR/fuzz/seeds/$target"
+corpus="$FUZZ_DIR/fuzz/corpus/$target"
+mkdir -p "$seeds" "$corpus"
+case "$target" in
+  gguf) cp models/stories260K.gguf "$seeds/" ;;
+  jinja)
+    for f in ../shared/golden/templates/templates/*.jinja; do [ -f "$f" ] && cp "$f" "$seeds/"; done
+    printf '%s' '{% for m in messages %}{{ m.role }}: {{ m.content | trim }}{% endfor %}' > "$seeds/min.jinja" ;;
+  request)
+    printf '%s' '{"messages":[{"role":"user","content":"Hi"}],"stream":true,"max_tokens":5}' > "$seeds/chat.json"
+    printf '%s' '{"prompt":"Once upon","max_tokens":3,"stop":["x"],"logprobs":2,"temperature":0.5}' > "$seeds/completion.json"
+    printf '%s' '{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":"auto"}' > "$seeds/tools.json" ;;
+  tokenizer)
+    head -c 4096 tests/fixtures/stories260K-f32.golden.json > "$seeds/golden.txt"
+    printf '%s' 'Hello <|im_start|>user wörld 中文 😀  tabs	and
+newlines 12345' > "$seeds/mixed.txt" ;;
+esac
+
+echo "[fuzz] $target for ${seconds}s (corpus $corpus)"
+# -rss_limit_mb / -timeout: a single input using 2 GB or 10 s is a finding, as is any leak (ASAN).
+"$FUZZ_DIR/fuzz/fuzz_$target" "$corpus" "$seeds" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+  -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/fuzz/crash-$target-" "$@"
