@@ -229,10 +229,6 @@ ModelConfig read_config(const gguf::File& f) {
     c.name = f.get_or<std::string>("general.name", "");
     c.n_embd = checked(f, {".embedding_length", 1, MAX_WIDTH});
     const int n_layer_all = checked(f, {".block_count", 1, MAX_BLOCKS});
-    // Every block has weights: a count beyond the tensors is a lie, whatever the cap.
-    if (static_cast<size_t>(n_layer_all) > f.tensors().size())
-        fail(f, "block_count " + std::to_string(n_layer_all) + " exceeds the " + std::to_string(f.tensors().size()) +
-                    " tensors in the file");
     // Next-token-prediction (MTP) blocks follow the trunk (GLM-4.x, DeepSeek-V3); generation skips them.
     c.n_layer = n_layer_all - checked_or(f, {".nextn_predict_layers", 0, n_layer_all - 1}, 0);
     c.n_head = checked(f, {".attention.head_count", 1, MAX_HEADS});

@@ -34,7 +34,10 @@ case "$target" in
 newlines 12345' > "$seeds/mixed.txt" ;;
 esac
 
+# Inputs stay small so that each execution is fast (the seeds are truncated to this).
+case "$target" in gguf) max_len=16384 ;; *) max_len=4096 ;; esac
+
 echo "[fuzz] $target for ${seconds}s (corpus $corpus)"
 # -rss_limit_mb / -timeout: a single input using 2 GB or 10 s is a finding, as is any leak (ASAN).
-"$FUZZ_DIR/fuzz/fuzz_$target" "$corpus" "$seeds" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+"$FUZZ_DIR/fuzz/fuzz_$target" "$corpus" "$seeds" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len="$max_len" \
   -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/fuzz/crash-$target-" "$@"

@@ -34,7 +34,7 @@ if [ "${TINYLLM_TSAN:-1}" != "0" ]; then
   cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_server test_devices
   echo "[test] server and thread-pool tests under TSAN"
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
-    ctest --test-dir "$TSAN_DIR" --output-on-failure -j"$(nproc)" -R '^server: |^devices: CPU (thread pool|device runs)'
+    ctest --test-dir "$TSAN_DIR" --output-on-failure -j"$(nproc)" -R '^server:|^devices:CPU (thread pool|device runs)'
   took "TSAN" "$t0"
 fi
 

@@ -55,8 +55,9 @@ TEST_CASE("block_count = INT32_MAX fails fast, naming the key, in small memory")
     CHECK(r.peak_rss_kb < 128 * 1024);
 }
 
-TEST_CASE("a block count within the cap but beyond the tensors is refused") {
-    CHECK(config_error({{"llama.block_count", 4000}}).find("exceeds the 3 tensors") != std::string::npos);
+TEST_CASE("the largest block count allowed is 4096") {
+    CHECK(config_error({{"llama.block_count", 4097}}).find("llama.block_count = 4097 is outside 1..4096") != std::string::npos);
+    CHECK(config_error({{"llama.block_count", 4096}}) == "");
 }
 
 TEST_CASE("head counts, widths, context and expert counts out of range name their key") {
