@@ -102,8 +102,8 @@ public:
         else release_file_pages(m.host, m.size);  // e.g. a weight replaced by its packed copy
         m = Memory{};
     }
-    Memory wrap(const void* host, size_t bytes) override {
-        if (bytes >= THP_MIN_BYTES && env::cpu_thp())
+    Memory wrap(const void* host, size_t bytes, Access access) override {
+        if (access == Access::STREAMED && bytes >= THP_MIN_BYTES && env::cpu_thp())
             if (void* p = copy_to_huge_pages(host, bytes)) return Memory{reinterpret_cast<uint64_t>(p), p, bytes, false};
         void* p = const_cast<void*>(host);  // kernels never write external buffers (the engine checks)
         return Memory{reinterpret_cast<uint64_t>(p), p, bytes, true};

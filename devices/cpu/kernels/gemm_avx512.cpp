@@ -223,9 +223,15 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; r += kPanelRows) {
                 const int n_rows = static_cast<int>(r1 - r < kPanelRows ? r1 - r : kPanelRows);
                 const uint8_t* w = static_cast<const uint8_t*>(m.w) + r * row_bytes + (k0 / D::kUnit) * unit_bytes;
-                if (m.packed)
+                if (m.packed && m.type == Type::Q8_0) {
                     copy_packed_panel(m, r, k0, k_len, panel);
-                else
+                } else if (m.packed) {  // the slice's rows back in GGUF form, then packed like rows
+                    const int64_t block = D::kUnit == 64 ? 32 : 256, panel_bytes = kPanelRows * static_cast<int64_t>(row_bytes);
+                    auto rows = static_cast<uint8_t*>(scratch(ScratchSlot::UNPACKED, kPanelRows * (k_len / block) * (row_bytes / (K / block))));
+                    unpack_panel(m.type, static_cast<const uint8_t*>(m.w) + (r / kPanelRows) * panel_bytes, K, 0, n_rows,
+                                 k0 / block, (k0 + k_len) / block, rows);
+                    pack_panel<D>(rows, (k_len / block) * (row_bytes / (K / block)), n_rows, k_len, static_cast<int>(group), panel);
+                } else
                     pack_panel<D>(w, row_bytes, n_rows, k_len, static_cast<int>(group), panel);
                 const bool first = k0 == 0;
                 float* y = m.y + r;
