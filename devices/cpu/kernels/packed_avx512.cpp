@@ -63,6 +63,22 @@ inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_e
 inline __m512i high_nibbles(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
 inline __m512 halves16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
+// The 6-bit scales and mins of a Q4_K panel's super-block (its 256 bytes of meta) as bytes [group][16 rows].
+inline void q4_k_scales_mins(const uint8_t* meta, uint8_t sc[128], uint8_t mn[128]) {
+    const __m512i lo0 = _mm512_loadu_si512(meta + 64), lo1 = _mm512_loadu_si512(meta + 128), hi = _mm512_loadu_si512(meta + 192);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    _mm512_store_si512(sc, _mm512_or_si512(low_nibbles(lo0), _mm512_and_si512(_mm512_slli_epi16(hi, 4), m30)));
+    _mm512_store_si512(sc + 64, _mm512_or_si512(low_nibbles(lo1), _mm512_and_si512(hi, m30)));
+    _mm512_store_si512(mn, _mm512_or_si512(high_nibbles(lo0), _mm512_and_si512(_mm512_slli_epi16(hi, 2), m30)));
+    _mm512_store_si512(mn + 64, _mm512_or_si512(high_nibbles(lo1), _mm512_and_si512(_mm512_srli_epi16(hi, 2), m30)));
+}
+
+// Q6_K codes of quad k of a window: top bits 2k, 2k+1 of each byte of h moved to bits 4, 5.
+inline __m512i q6_k_top(__m512i h, int k) {
+    const __m512i s = k == 0 ? _mm512_slli_epi16(h, 4) : k == 1 ? _mm512_slli_epi16(h, 2) : k == 2 ? h : _mm512_srli_epi16(h, 2);
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x30));
+}
+
 // ---- one panel × N tokens per type; `acc` gets the 16 rows' sums ----------------------------------
 
 // Q8_0: per group 8 words of codes (q + 128), then after all codes the fp16 scales [group][16].
@@ -122,12 +138,7 @@ void tile_q4_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]
     for (int64_t i = 0; i < K / 256; i++) {
         const uint8_t* meta = metas + 256 * i;
         prefetch_lines(meta + 4 * 256, 4);
-        const __m512i lo0 = _mm512_loadu_si512(meta + 64), lo1 = _mm512_loadu_si512(meta + 128), hi = _mm512_loadu_si512(meta + 192);
-        const __m512i m30 = _mm512_set1_epi8(0x30);
-        _mm512_store_si512(sc, _mm512_or_si512(low_nibbles(lo0), _mm512_and_si512(_mm512_slli_epi16(hi, 4), m30)));
-        _mm512_store_si512(sc + 64, _mm512_or_si512(low_nibbles(lo1), _mm512_and_si512(hi, m30)));
-        _mm512_store_si512(mn, _mm512_or_si512(high_nibbles(lo0), _mm512_and_si512(_mm512_slli_epi16(hi, 2), m30)));
-        _mm512_store_si512(mn + 64, _mm512_or_si512(high_nibbles(lo1), _mm512_and_si512(_mm512_srli_epi16(hi, 2), m30)));
+        q4_k_scales_mins(meta, sc, mn);
         __m512 super[N];
 #pragma GCC unroll 4
         for (int t = 0; t < N; t++) super[t] = _mm512_setzero_ps();
@@ -182,7 +193,6 @@ void tile_q4_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]
 template <int N>
 void tile_q6_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]) {
     const uint8_t* metas = panel + kPanelRows * K * 3 / 4;
-    const __m512i m30 = _mm512_set1_epi8(0x30);
     for (int64_t i = 0; i < K / 256; i++) {
         const uint8_t* meta = metas + 288 * i;
         prefetch_lines(meta + 4 * 288, 5);
@@ -199,13 +209,8 @@ void tile_q6_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]
             for (int t = 0; t < N; t++) da[t] = _mm512_set1_epi32(x[t].corr[16 * i + 2 * w]), db[t] = _mm512_set1_epi32(x[t].corr[16 * i + 2 * w + 1]);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
-                // top bits 2k, 2k+1 of each byte to bits 4, 5
-                auto top = [&](__m512i h) {
-                    const __m512i s = k == 0 ? _mm512_slli_epi16(h, 4) : k == 1 ? _mm512_slli_epi16(h, 2) : k == 2 ? h : _mm512_srli_epi16(h, 2);
-                    return _mm512_and_si512(s, m30);
-                };
                 const __m512i v = _mm512_loadu_si512(codes + 64 * k);
-                const __m512i a = _mm512_or_si512(low_nibbles(v), top(h0)), b = _mm512_or_si512(high_nibbles(v), top(h1));
+                const __m512i a = _mm512_or_si512(low_nibbles(v), q6_k_top(h0, k)), b = _mm512_or_si512(high_nibbles(v), q6_k_top(h1, k));
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) {
                     const int8_t* q = x[t].q + 256 * i + 32 * w + 4 * k;
@@ -251,6 +256,64 @@ void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_
 }
 
 }  // namespace
+
+void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int64_t k_len, const Panel& p) {
+    auto put = [&](int64_t dword, __m512i v) { _mm512_store_si512(p.codes + 64 * dword, v); };
+    if (type == Type::Q8_0) {  // the codes are already in the matrix-matrix order
+        std::memcpy(p.codes, panel + kPanelRows * k0, kPanelRows * k_len);
+        for (int64_t g = 0; g < k_len / 32; g++) {
+            _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K + 32 * (k0 / 32 + g)));
+            _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
+        }
+    } else if (type == Type::Q4_0) {
+        for (int64_t g = 0; g < k_len / 32; g++) {
+            const uint8_t* codes = panel + 256 * (k0 / 32 + g);
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = _mm512_loadu_si512(codes + 64 * k);
+                put(8 * g + k, low_nibbles(v)), put(8 * g + 4 + k, high_nibbles(v));
+            }
+            _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K / 2 + 32 * (k0 / 32 + g)));
+            _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
+        }
+    } else if (type == Type::Q4_K) {
+        alignas(64) uint8_t sc[128], mn[128];
+        for (int64_t i = 0; i < k_len / 256; i++) {
+            const uint8_t* meta = panel + kPanelRows * K / 2 + 256 * (k0 / 256 + i);
+            q4_k_scales_mins(meta, sc, mn);
+            const __m512 d = halves16(meta), dmin = halves16(meta + 32);
+            for (int j = 0; j < 8; j++) {
+                const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16 * j))));
+                const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mn + 16 * j))));
+                _mm512_store_ps(p.s + 16 * (8 * i + j), _mm512_mul_ps(d, s));
+                _mm512_store_ps(p.o + 16 * (8 * i + j), _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, m)));
+            }
+            for (int c = 0; c < 4; c++)
+                for (int k = 0; k < 8; k++) {
+                    const __m512i v = _mm512_loadu_si512(panel + (4 * (k0 / 256 + i) + c) * 512 + 64 * k);
+                    put(64 * i + 16 * c + k, low_nibbles(v)), put(64 * i + 16 * c + 8 + k, high_nibbles(v));
+                }
+        }
+    } else {  // Q6_K
+        for (int64_t i = 0; i < k_len / 256; i++) {
+            const uint8_t* meta = panel + kPanelRows * K * 3 / 4 + 288 * (k0 / 256 + i);
+            const __m512 d = halves16(meta + 256);
+            for (int g = 0; g < 16; g++) {
+                const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 16 * g))));
+                _mm512_store_ps(p.s + 16 * (16 * i + g), _mm512_mul_ps(d, s));
+                _mm512_store_ps(p.o + 16 * (16 * i + g), _mm512_setzero_ps());
+            }
+            for (int w = 0; w < 8; w++) {
+                const uint8_t* codes = panel + (8 * (k0 / 256 + i) + w) * 384;
+                const __m512i h0 = _mm512_loadu_si512(codes + 256), h1 = _mm512_loadu_si512(codes + 320);
+                for (int k = 0; k < 4; k++) {
+                    const __m512i v = _mm512_loadu_si512(codes + 64 * k);
+                    put(64 * i + 8 * w + k, _mm512_or_si512(low_nibbles(v), q6_k_top(h0, k)));
+                    put(64 * i + 8 * w + 4 + k, _mm512_or_si512(high_nibbles(v), q6_k_top(h1, k)));
+                }
+            }
+        }
+    }
+}
 
 void gemv_packed(const Matmul& m, int64_t r0, int64_t r1) {
     const int64_t K = m.n_cols;
