@@ -65,7 +65,7 @@ void register_device(const std::string& name, std::function<std::unique_ptr<Devi
     r.factories[upper(name)] = std::move(factory);
 }
 
-Memory Device::wrap(const void* host, size_t bytes) {
+Memory Device::wrap(const void* host, size_t bytes, Access) {
     Memory m = alloc(bytes);
     copy_in(m, 0, host, bytes);
     return m;

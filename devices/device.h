@@ -60,6 +60,10 @@ struct LaunchArgs {
 // A hand-written host function over work items [begin, end); `ctx` is its argument block.
 using HostFn = void (*)(const void* ctx, int64_t begin, int64_t end);
 
+// How kernels read a wrapped buffer: STREAMED, all of it on every use (matmul weights); SPARSE, a few
+// rows per use (an embedding table's lookups), so a resident copy would only cost memory.
+enum class Access { STREAMED, SPARSE };
+
 class Device {
 public:
     virtual ~Device() = default;
@@ -70,8 +74,9 @@ public:
     virtual Memory alloc(size_t bytes) = 0;   // zero-filled, 64-byte aligned
     virtual void free(Memory& m) = 0;
     // Makes host memory usable by kernels: wrapped without a copy where the device can read it (CPU),
-    // uploaded otherwise. The host memory must outlive the returned Memory.
-    virtual Memory wrap(const void* host, size_t bytes);
+    // uploaded otherwise. The host memory must outlive the returned Memory. `access` says how kernels
+    // will read it: the CPU copies STREAMED weights into huge pages and leaves SPARSE ones in place.
+    virtual Memory wrap(const void* host, size_t bytes, Access access);
     virtual void copy_in(const Memory& dst, size_t offset, const void* src, size_t bytes) = 0;
     virtual void copy_out(void* dst, const Memory& src, size_t offset, size_t bytes) = 0;
 

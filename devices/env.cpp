@@ -35,6 +35,11 @@ bool cpu_thp() {
     return v;
 }
 
+bool cpu_pack() {
+    static const bool v = int_flag("TINYLLM_CPU_PACK", 1) != 0;
+    return v;
+}
+
 const std::string& device() {
     static const std::string v = [] {
         const char* d = std::getenv("TINYLLM_DEVICE");

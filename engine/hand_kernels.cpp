@@ -2,6 +2,7 @@
 // = quantize the activations to the weight's partner format, then the matmul over output rows; and
 // causal GQA attention. Built only where those kernels exist; otherwise the reference kernels serve.
 #include "engine/ref_kernels_impl.h"
+#include "devices/env.h"
 
 #ifdef TINYLLM_HAND_KERNELS  // set by engine/CMakeLists.txt when devices/cpu/kernels exists
 #include "devices/cpu/kernels/kernels.h"
@@ -63,7 +64,8 @@ const CustomKernel HAND_ATTENTION{"attention", attention, 1};
 
 bool hand_kernels() { return true; }
 bool hand_can_pack(gguf::Type weight, int64_t n_rows, int64_t n_cols) {
-    return ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 && ::cpu_kernels::can_pack(weight, n_rows, n_cols);
+    return devices::env::cpu_pack() && ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 &&
+           ::cpu_kernels::can_pack(weight, n_rows, n_cols);
 }
 void hand_pack(gguf::Type weight, const void* w, int64_t n_rows, int64_t n_cols, void* out, int64_t p0, int64_t p1) {
     ::cpu_kernels::pack_rows(weight, w, n_rows, n_cols, out, p0, p1);

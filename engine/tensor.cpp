@@ -90,7 +90,7 @@ Tensor Tensor::from_data(const void* data, size_t bytes, const Shape& shape, DTy
     return t;
 }
 
-Tensor Tensor::external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner) {
+Tensor Tensor::external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner, bool sparse) {
     auto buf = std::make_shared<Buffer>();
     buf->device = &devices::get(default_device());
     buf->dtype = dtype;
@@ -99,7 +99,7 @@ Tensor Tensor::external(const void* data, const Shape& shape, DType dtype, std::
     buf->owner = std::move(owner);
     buf->host_data = data;
     devices::Device* dev = buf->device;
-    devices::Memory m = dev->wrap(data, dtype.nbytes(buf->numel));
+    devices::Memory m = dev->wrap(data, dtype.nbytes(buf->numel), sparse ? devices::Access::SPARSE : devices::Access::STREAMED);
     // the device frees an uploaded copy, or lets go of wrapped memory (the CPU releases its file pages)
     buf->mem = std::shared_ptr<devices::Memory>(new devices::Memory(m), [dev](devices::Memory* p) {
         dev->free(*p);

@@ -151,8 +151,10 @@ public:
                             const std::string& device = "");
     template <class T> static Tensor from_vector(const std::vector<T>& v, const Shape& shape);
     // Wraps external memory without copying (mmap'd weights); `owner` keeps it alive. Read-only. On a
-    // device that cannot read host memory (AMD) the data is uploaded once.
-    static Tensor external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner);
+    // device that cannot read host memory (AMD) the data is uploaded once. The CPU copies large weights
+    // into huge pages unless `sparse`: a table only ever read a few rows at a time (embedding lookups).
+    static Tensor external(const void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner,
+                           bool sparse = false);
     // A GGUF tensor in place: shape reversed from ggml order (dims[0] innermost -> last), dtype from its
     // type. `owner` keeps the mapping alive (e.g. the gguf::File).
     static Tensor from_gguf(const gguf::TensorInfo& info, std::shared_ptr<const void> owner);

@@ -16,10 +16,17 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 
     WeightLoader L(file);
     const int D = c.n_embd, V = c.n_vocab;
-    m->token_embd = L.get("token_embd.weight", {V, D});
+    // the lookup table stays in the file mapping: a token reads one row of it
+    m->token_embd = L.get("token_embd.weight", {V, D}, /*sparse=*/true);
     m->output_norm = L.get("output_norm.weight", {D});
-    // tied: the packed copy serves the output matmul, the rows serve the embedding lookups
-    m->output = engine::pack_for_linear(c.tied_output ? m->token_embd : L.get("output.weight", {V, D}));
+    if (c.tied_output) {
+        // the output matmul streams a copy: packed straight from the mapping (whose pages go once the
+        // source tensor is dropped), or, where it does not pack, the rows copied into huge pages
+        m->output = engine::pack_for_linear(std::vector<Tensor>{L.get("token_embd.weight", {V, D}, /*sparse=*/true)});
+        if (!m->output.defined()) m->output = L.get("token_embd.weight", {V, D});
+    } else {
+        m->output = engine::pack_for_linear(L.get("output.weight", {V, D}));
+    }
     m->layers.resize(c.n_layer);
     for (int il = 0; il < c.n_layer; il++) {
         Layer& l = m->layers[il];

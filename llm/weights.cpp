@@ -14,7 +14,7 @@ engine::Shape engine_shape(const gguf::TensorInfo& t) {
 
 }  // namespace
 
-engine::Tensor WeightLoader::get_optional(const std::string& name, const engine::Shape& expect) const {
+engine::Tensor WeightLoader::get_optional(const std::string& name, const engine::Shape& expect, bool sparse) const {
     const gguf::TensorInfo* t = f_->find_tensor(name);
     if (!t) return {};
     engine::Shape shape = engine_shape(*t);
@@ -25,11 +25,11 @@ engine::Tensor WeightLoader::get_optional(const std::string& name, const engine:
     if (!ok)
         throw std::runtime_error("[model] " + f_->path() + ": tensor '" + name + "' has shape " + engine::shape_str(shape) +
                                  ", expected " + engine::shape_str(expect));
-    return engine::Tensor::external(t->data, shape, engine::DType::from_gguf(t->type), f_);
+    return engine::Tensor::external(t->data, shape, engine::DType::from_gguf(t->type), f_, sparse);
 }
 
-engine::Tensor WeightLoader::get(const std::string& name, const engine::Shape& expect) const {
-    engine::Tensor t = get_optional(name, expect);
+engine::Tensor WeightLoader::get(const std::string& name, const engine::Shape& expect, bool sparse) const {
+    engine::Tensor t = get_optional(name, expect, sparse);
     if (!t.defined()) throw std::runtime_error("[model] " + f_->path() + ": missing tensor '" + name + "'");
     return t;
 }

@@ -17,9 +17,10 @@ public:
 
     // The tensor `name` with the engine shape `expect` (outermost first: a matmul weight is (out, in));
     // throws naming the file and the tensor when it is missing or shaped differently.
-    engine::Tensor get(const std::string& name, const engine::Shape& expect) const;
+    // sparse: read a few rows at a time (embedding tables), so left in the file mapping.
+    engine::Tensor get(const std::string& name, const engine::Shape& expect, bool sparse = false) const;
     // Like get(), but an absent tensor gives an undefined Tensor.
-    engine::Tensor get_optional(const std::string& name, const engine::Shape& expect) const;
+    engine::Tensor get_optional(const std::string& name, const engine::Shape& expect, bool sparse = false) const;
     // Layer tensor "blk.<il>.<name>".
     engine::Tensor layer(int il, const std::string& name, const engine::Shape& expect) const {
         return get("blk." + std::to_string(il) + "." + name, expect);

@@ -61,13 +61,29 @@ void release_file_pages(const void* host, size_t bytes) {
         madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-// A 2 MiB-aligned copy of `bytes` at `host` in transparent huge pages, or nullptr if that fails; the
-// source's file pages are released.
-void* copy_to_huge_pages(const void* host, size_t bytes) {
+// Whether a buffer of this size lives in huge pages (alloc_huge), decided the same way at free().
+bool is_huge(size_t bytes) { return bytes >= THP_MIN_BYTES && env::cpu_thp(); }
+
+// 2 MiB-aligned zero pages of their own mapping, advised into transparent huge pages (or nullptr).
+// Their own mapping, not the heap: a dropped one (a weight replaced by its packed copy) goes back to
+// the system at once instead of staying in the RSS as free heap memory.
+void* alloc_huge(size_t bytes) {
     const size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    void* p = std::aligned_alloc(HUGE_PAGE, rounded);
+    void* raw = mmap(nullptr, rounded + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const uintptr_t begin = uintptr_t(raw), aligned = (begin + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (aligned > begin) munmap(raw, aligned - begin);
+    if (begin + HUGE_PAGE > aligned) munmap(reinterpret_cast<void*>(aligned + rounded), begin + HUGE_PAGE - aligned);
+    madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // advisory: without THP still valid memory
+    return reinterpret_cast<void*>(aligned);
+}
+
+void free_huge(void* p, size_t bytes) { munmap(p, (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE); }
+
+// A copy of `bytes` at `host` in huge pages, or nullptr if that fails; the source's file pages are released.
+void* copy_to_huge_pages(const void* host, size_t bytes) {
+    void* p = alloc_huge(bytes);
     if (!p) return nullptr;
-    madvise(p, rounded, MADV_HUGEPAGE);  // advisory: without THP this is still a valid copy
     std::memcpy(p, host, bytes);
     release_file_pages(host, bytes);
     return p;
@@ -87,23 +103,25 @@ public:
 
     Memory alloc(size_t bytes) override {
         // large buffers (weights packed at load, KV caches) in transparent huge pages, like wrapped weights
-        const bool huge = bytes >= THP_MIN_BYTES && env::cpu_thp();
-        const size_t align = huge ? HUGE_PAGE : 64;
-        size_t rounded = (bytes + align - 1) / align * align;
-        if (rounded == 0) rounded = 64;
-        void* p = std::aligned_alloc(align, rounded);
-        if (p && huge) madvise(p, rounded, MADV_HUGEPAGE);
+        void* p = nullptr;
+        if (is_huge(bytes)) {
+            p = alloc_huge(bytes);  // zero pages already
+        } else {
+            const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+            p = std::aligned_alloc(64, rounded);
+            if (p) std::memset(p, 0, rounded);
+        }
         if (!p) throw Error("[devices] CPU: out of memory allocating " + std::to_string(bytes) + " bytes");
-        std::memset(p, 0, rounded);
         return Memory{reinterpret_cast<uint64_t>(p), p, bytes, false};
     }
     void free(Memory& m) override {
-        if (!m.external) std::free(m.host);
+        if (!m.external && is_huge(m.size)) free_huge(m.host, m.size);
+        else if (!m.external) std::free(m.host);
         else release_file_pages(m.host, m.size);  // e.g. a weight replaced by its packed copy
         m = Memory{};
     }
-    Memory wrap(const void* host, size_t bytes) override {
-        if (bytes >= THP_MIN_BYTES && env::cpu_thp())
+    Memory wrap(const void* host, size_t bytes, Access access) override {
+        if (access == Access::STREAMED && is_huge(bytes))
             if (void* p = copy_to_huge_pages(host, bytes)) return Memory{reinterpret_cast<uint64_t>(p), p, bytes, false};
         void* p = const_cast<void*>(host);  // kernels never write external buffers (the engine checks)
         return Memory{reinterpret_cast<uint64_t>(p), p, bytes, true};

@@ -96,13 +96,17 @@ TEST_CASE("CPU device wraps large buffers without changing their bytes or their 
 
     std::vector<unsigned char> heap = pattern, out(bytes);
     for (const void* src : {static_cast<const void*>(file), static_cast<const void*>(heap.data())}) {
-        devices::Memory m = dev.wrap(src, bytes);
+        devices::Memory m = dev.wrap(src, bytes, devices::Access::STREAMED);
         REQUIRE(m.size == bytes);
         dev.copy_out(out.data(), m, 0, bytes);
         REQUIRE(std::memcmp(out.data(), pattern.data(), bytes) == 0);
         REQUIRE(std::memcmp(src, pattern.data(), bytes) == 0);  // the source still reads the same
         dev.free(m);
     }
+    devices::Memory sparse = dev.wrap(file, bytes, devices::Access::SPARSE);  // an embedding table: in place
+    CHECK(sparse.host == file);
+    CHECK(sparse.external);
+    dev.free(sparse);
     munmap(file, bytes);
 }
 

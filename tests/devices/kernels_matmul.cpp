@@ -105,21 +105,47 @@ TEST_CASE("matmul of random matrices matches the dequantize-and-dot reference, e
     }
 }
 
-TEST_CASE("matmul over Q8_0 weights packed as panels matches the reference, on every variant") {
+TEST_CASE("matmul over weights packed as panels matches the reference, every packed type and variant") {
     for (Isa isa : supported_isas()) {
         ActiveIsa active(isa);
-        for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 17})  // decode tiles of 1-4 tokens, prefill beyond
-            for (Case c : {Case{64, 128, n_tokens, true}, Case{48, 768, n_tokens, true}, Case{16, 64, n_tokens, true}}) {
-                INFO(ck::isa_name(isa) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << n_tokens);
-                check_matmul(Type::Q8_0, c, 77 + c.n_rows + n_tokens);  // row ranges split off panel bounds
-            }
+        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K}) {
+            const bool k_quant = gguf::type_traits(type).block_size == 256;
+            const std::vector<Case> shapes = k_quant ? std::vector<Case>{{64, 512}, {48, 768}, {16, 256}}
+                                                     : std::vector<Case>{{64, 128}, {48, 768}, {16, 64}};
+            for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 17})  // decode tiles of 1-4 tokens, prefill beyond
+                for (Case c : shapes) {
+                    c.n_tokens = n_tokens, c.packed = true;
+                    INFO(ck::isa_name(isa) << " " << gguf::type_name(type) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << n_tokens);
+                    check_matmul(type, c, 77 + c.n_rows + n_tokens);  // row ranges split off panel bounds
+                }
+        }
     }
     CHECK(ck::can_pack(Type::Q8_0, 32, 64));
+    CHECK(ck::can_pack(Type::Q4_K, 32, 256));
     CHECK_FALSE(ck::can_pack(Type::Q8_0, 40, 64));   // rows not in whole panels
-    CHECK_FALSE(ck::can_pack(Type::Q8_0, 32, 96));   // columns not a multiple of 64
-    CHECK_FALSE(ck::can_pack(Type::Q4_K, 32, 256));  // only Q8_0 so far
+    CHECK_FALSE(ck::can_pack(Type::Q4_0, 32, 96));   // columns not a multiple of 64
+    CHECK_FALSE(ck::can_pack(Type::Q5_K, 32, 256));  // no panel format for this type yet
     std::vector<uint8_t> w(40 * 34 * 2), out(w.size());
     CHECK_THROWS_WITH(ck::pack_rows(Type::Q8_0, w.data(), 40, 64, out.data(), 0, 2), Catch::StartsWith("[cpu_kernels.pack_rows] q8_0 (40, 64)"));
+}
+
+TEST_CASE("unpacking panels gives back the packed rows byte for byte") {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K}) {
+        INFO(gguf::type_name(type));
+        Rng rng(5);
+        const int64_t n_rows = 32, n_cols = 512, row = static_cast<int64_t>(*gguf::row_bytes(type, n_cols));
+        std::vector<uint8_t> w = random_weights(rng, type, n_rows, n_cols);
+        for (uint8_t& b : w) b = static_cast<uint8_t>(rng.next());  // every bit pattern, scales included
+        std::vector<uint8_t> panels(w.size()), back(w.size(), 0);
+        ck::pack_rows(type, w.data(), n_rows, n_cols, panels.data(), 0, 2);
+        CHECK(panels != w);
+        ck::unpack_rows(type, panels.data(), n_rows, n_cols, back.data(), 0, 7);  // ranges that cut panels
+        ck::unpack_rows(type, panels.data(), n_rows, n_cols, back.data() + 7 * row, 7, 29);
+        ck::unpack_rows(type, panels.data(), n_rows, n_cols, back.data() + 29 * row, 29, 32);
+        CHECK(back == w);
+    }
+    std::vector<uint8_t> w(32 * 18 * 2);
+    CHECK_THROWS_WITH(ck::unpack_rows(Type::Q4_0, w.data(), 32, 64, w.data(), 0, 33), Catch::StartsWith("[cpu_kernels.unpack_rows] q4_0"));
 }
 
 TEST_CASE("matmul over long rows (split into column slices) matches the reference") {

@@ -5,6 +5,8 @@
 #include "engine/ref_kernels_impl.h"
 #include "gguf/gguf.h"
 
+#include <cstring>
+
 using namespace engine;
 using namespace etest;
 
@@ -102,6 +104,33 @@ TEST_CASE("linear over a Q8_0 weight packed by pack_for_linear gives what the ro
     REQUIRE(pack_for_linear(odd.t).node().get() == odd.t.node().get());
     Weights f = weights(gguf::Type::F16, N, K, 8);
     REQUIRE(pack_for_linear(f.t).node().get() == f.t.node().get());
+}
+
+TEST_CASE("linear over Q4_0, Q4_K and Q6_K weights packed by pack_for_linear gives what the rows give") {
+    const int64_t N = 48, K = 512;
+    for (gguf::Type type : {gguf::Type::Q4_0, gguf::Type::Q4_K, gguf::Type::Q6_K}) {
+        // random blocks (gguf has no K-quant quantizer), with fp16 scales of a sane size
+        const gguf::TypeTraits& tr = gguf::type_traits(type);
+        std::vector<double> bytes = uniform(size_t(N * K / tr.block_size * tr.bytes_per_block), 21, 0, 255.99);
+        std::vector<uint8_t> raw(bytes.begin(), bytes.end());
+        const uint16_t scale = gguf::f32_to_f16(0.01f);
+        const size_t d_at = type == gguf::Type::Q6_K ? 208 : 0, dmin_at = type == gguf::Type::Q4_K ? 2 : d_at;
+        for (size_t b = 0; b < raw.size(); b += tr.bytes_per_block)
+            std::memcpy(&raw[b + d_at], &scale, 2), std::memcpy(&raw[b + dmin_at], &scale, 2);
+        Weights w{Tensor::from_data(raw.data(), raw.size(), {N, K}, DType::from_gguf(type)), {}};
+        Tensor packed = pack_for_linear(w.t);
+        if (!ref_kernels::hand_can_pack(type, N, K)) {  // no AVX-512 (or TINYLLM_CPU_PACK=0): left as it is
+            REQUIRE(packed.node().get() == w.t.node().get());
+            continue;
+        }
+        REQUIRE(packed.node().get() != w.t.node().get());
+        for (int64_t T : {1, 3, 9}) {  // decode tiles and the prefill GEMM
+            Tensor x = tensor(uniform(size_t(T * K), 30 + uint32_t(T)), {T, K}, f32);
+            // the sums run in another order (random scales: much cancellation); a wrong layout is off by far more
+            require_close(values(linear(x, packed)), values(linear(x, w.t)), 1e-4, 1e-4,
+                          std::string(gguf::type_name(type)) + " packed T=" + std::to_string(T));
+        }
+    }
 }
 
 TEST_CASE("embedding and dequantize read rows of any table dtype") {

@@ -347,8 +347,10 @@ void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* ac
 // F32/F16/BF16 weights: float_avx512.cpp.
 void matmul_float(const Matmul& m, int64_t r0, int64_t r1);
 
-// Q8_0 weights packed as panels of 16 rows (Matmul::packed), any number of tokens: packed_avx512.cpp.
+// Weights packed as panels of 16 rows (Matmul::packed), any number of tokens: packed_avx512.cpp.
 void gemv_packed(const Matmul& m, int64_t r0, int64_t r1);
+// Columns [k0, k0 + k_len) of one packed panel (K columns) as the matrix-matrix kernels' Panel.
+void packed_to_panel(gguf::Type type, const uint8_t* panel, int64_t K, int64_t k0, int64_t k_len, const Panel& p);
 
 // Activation quantizers: quantize_avx512.cpp.
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,

@@ -209,7 +209,7 @@ void validate(const Matmul& m) {
         error("n_cols " + std::to_string(m.n_cols) + " does not fit the activation block size");
     if (m.y_stride < m.n_rows) error("y_stride " + std::to_string(m.y_stride) + " < n_rows");
     if (m.n_rows > 0 && m.n_tokens > 0 && (!m.w || !m.x || !m.y)) error("null pointer");
-    if (m.packed && !can_pack(m.type, m.n_rows, m.n_cols)) error("packed weights must be Q8_0 panels of 16 rows, 64·k columns");
+    if (m.packed && !can_pack(m.type, m.n_rows, m.n_cols)) error("packed weights must be pack_rows() panels (Q8_0, Q4_0, Q4_K, Q6_K; 16·k rows)");
 }
 
 void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end) {
@@ -234,7 +234,7 @@ void matmul(const Matmul& m, int64_t row_begin, int64_t row_end) {
                            std::to_string(m.n_rows));
     if (row_end == row_begin || m.n_tokens == 0) return;
     if (m.packed && active_isa() != Isa::AVX512)
-        matmul_packed_scalar(m, row_begin, row_end);
+        matmul_packed_rows(m, row_begin, row_end, active_kernels());
     else if (has_hand_kernel(m.type))
         active_kernels().matmul(m, row_begin, row_end);
     else

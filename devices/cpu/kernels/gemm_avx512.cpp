@@ -55,18 +55,6 @@ void pack_panel(const uint8_t* w, size_t row_bytes, int n_rows, int64_t K, int g
     }
 }
 
-// Columns [k0, k0 + k_len) of panel r / 16 of Q8_0 weights packed by pack_rows(): the codes are already
-// in the panel's order; the fp16 scales are widened.
-void copy_packed_panel(const Matmul& m, int64_t r, int64_t k0, int64_t k_len, const Panel& p) {
-    const uint8_t* src = static_cast<const uint8_t*>(m.w) + (r / kPanelRows) * kPanelRows * bytes_per_row(Type::Q8_0, m.n_cols);
-    std::memcpy(p.codes, src + kPanelRows * k0, kPanelRows * k_len);
-    const uint8_t* scales = src + kPanelRows * m.n_cols + 2 * kPanelRows * (k0 / 32);
-    for (int64_t g = 0; g < k_len / 32; g++) {
-        _mm512_store_ps(p.s + 16 * g, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * g))));
-        _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
-    }
-}
-
 // Integer dot products of group j of the panel (16 rows) with group g of N tokens' activations,
 // starting from the zero-point correction.
 template <int N, bool kMin, int kGroup>
@@ -224,7 +212,7 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
                 const int n_rows = static_cast<int>(r1 - r < kPanelRows ? r1 - r : kPanelRows);
                 const uint8_t* w = static_cast<const uint8_t*>(m.w) + r * row_bytes + (k0 / D::kUnit) * unit_bytes;
                 if (m.packed)
-                    copy_packed_panel(m, r, k0, k_len, panel);
+                    packed_to_panel(m.type, static_cast<const uint8_t*>(m.w) + (r / kPanelRows) * kPanelRows * row_bytes, K, k0, k_len, panel);
                 else
                     pack_panel<D>(w, row_bytes, n_rows, k_len, static_cast<int>(group), panel);
                 const bool first = k0 == 0;

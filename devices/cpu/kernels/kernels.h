@@ -83,17 +83,22 @@ void matmul(const Matmul& m, int64_t row_begin, int64_t row_end);
 
 // ---- weights packed for the matmul ---------------------------------------------------------------
 //
-// Q8_0 weights can be stored as panels of 16 rows, in the order the AVX-512 kernels read them: per
-// panel the codes (q + 128) as [n_cols/4][16 rows][4 bytes] (one aligned 64-byte load feeds 4 columns
-// of 16 rows to vpdpbusd), then the fp16 scales as [n_cols/32][16 rows]. A panel takes the same bytes
-// as the 16 rows it replaces, and decode streams the weights front to back in one sequence with little
-// work per byte. Matmul::packed says w is in this form; every variant accepts it (AVX-512 fastest).
+// Q8_0, Q4_0, Q4_K and Q6_K weights can be stored as panels of 16 rows, in the order the AVX-512
+// kernels read them (packed.cpp has the formats): per panel the 16 rows' codes interleaved by 4-byte
+// words (one aligned 64-byte load feeds 4 bytes of codes of all 16 rows to vpdpbusd), then the scales
+// and mins laid out so that one load gives a value of all 16 rows. A panel takes the same bytes as the
+// 16 rows it replaces, and decode streams the weights front to back in one sequence with little work
+// per byte. Matmul::packed says w is in this form; every variant accepts it (AVX-512 fastest; the
+// others unpack rows and run their row kernels).
 constexpr int64_t kPanelRows = 16;
-// Whether pack_rows() takes this weight: Q8_0, rows in whole panels, columns a multiple of 64.
+// Whether pack_rows() takes this weight: a type above, rows in whole panels, columns a multiple of 64.
 bool can_pack(gguf::Type weight_type, int64_t n_rows, int64_t n_cols);
 // Panels [panel_begin, panel_end) of w (n_rows, n_cols) into `out` (the same size as w).
 void pack_rows(gguf::Type weight_type, const void* w, int64_t n_rows, int64_t n_cols, void* out,
                int64_t panel_begin, int64_t panel_end);
+// The exact inverse: rows [row_begin, row_end) of packed weights back as GGUF rows at `out`.
+void unpack_rows(gguf::Type weight_type, const void* packed, int64_t n_rows, int64_t n_cols, void* out,
+                 int64_t row_begin, int64_t row_end);
 
 // ---- attention -----------------------------------------------------------------------------------
 

@@ -32,8 +32,14 @@ namespace scalar { extern const Kernels kernels; }
 namespace avx2 { extern const Kernels kernels; }
 namespace avx512 { extern const Kernels kernels; }
 
-// Weights packed as panels (Matmul::packed) on the variants without a kernel of their own: packed.cpp.
-void matmul_packed_scalar(const Matmul& m, int64_t row_begin, int64_t row_end);
+// Weights packed as panels (Matmul::packed) on the variants without a panel kernel of their own
+// (packed.cpp): Q8_0 by a scalar kernel over the panels, the other types by unpacking the rows and
+// running `row_kernels` on them.
+void matmul_packed_rows(const Matmul& m, int64_t row_begin, int64_t row_end, const Kernels& row_kernels);
+// Rows [r_begin, r_end) of one panel of packed weights (n_cols columns), units (blocks or super-blocks)
+// [unit_begin, unit_end), back in GGUF form: rows of (unit_end - unit_begin) blocks at `out`.
+void unpack_panel(gguf::Type weight_type, const uint8_t* panel, int64_t n_cols, int r_begin, int r_end, int64_t unit_begin,
+                  int64_t unit_end, uint8_t* out);
 
 // The generic path with an explicit dequantizer: rows dequantized 16 at a time into F32, multiplied by
 // the active variant's F32 kernel. m.x holds F32 activations. (matmul() uses gguf's dequantizer.)
@@ -65,7 +71,7 @@ DecodeBlockFn decode_block_fn(gguf::Type t);
 
 // A 64-byte-aligned buffer of at least `bytes`, owned by the calling thread, reused across calls.
 // Slots let one call hold several buffers at once.
-enum class ScratchSlot { ACTIVATIONS, WEIGHTS, TILE, COUNT };
+enum class ScratchSlot { ACTIVATIONS, WEIGHTS, TILE, UNPACKED, COUNT };  // UNPACKED: packed rows back in GGUF form
 void* scratch(ScratchSlot slot, size_t bytes);
 
 // Half-precision conversion for scalar code (gguf has the reference conversions).

@@ -1,42 +1,227 @@
-// Q8_0 weights packed as panels of 16 rows (kernels.h): the packing itself, and the scalar matrix
-// product over panels that the scalar and AVX2 variants use (the AVX-512 one is packed_avx512.cpp).
+// Weights packed as panels of 16 rows (kernels.h): the per-type panel formats, packing and its exact
+// inverse, and the matrix product over panels on the variants without a panel kernel of their own
+// (Q8_0: a scalar kernel over the panels; the other types: rows unpacked, then the row kernels).
 #include "devices/cpu/kernels/kernels_impl.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace cpu_kernels {
 
 using gguf::Type;
 
+namespace {
+
+// A panel is [codes][meta]. Each row's weights become a code stream (stream_bytes per unit of `unit`
+// elements) and meta (scales, mins). The codes region is the 16 rows' streams interleaved by 4-byte
+// words: word w of row r at 64·w + 4·r, so one 64-byte load holds the same word of all 16 rows. The meta
+// region is per unit meta_bytes · 16, laid out per type so that one load gives a value of all 16 rows.
+struct PanelFormat {
+    Type type;
+    int unit;          // elements per unit: 32 (one block) or 256 (one super-block)
+    int stream_bytes;  // code bytes per unit and row
+    int meta_bytes;    // meta bytes per unit and row
+    // Row r's block → its stream (stream_bytes) and its part of the unit's meta (16 · meta_bytes).
+    void (*to_panel)(const uint8_t* blk, int r, uint8_t* stream, uint8_t* meta);
+    void (*from_panel)(const uint8_t* stream, const uint8_t* meta, int r, uint8_t* blk);
+};
+
+// fp16 scale of row r at meta + 2r (a unit's 16 scales side by side).
+void put_half(uint8_t* meta, int r, const void* h) { std::memcpy(meta + 2 * r, h, 2); }
+void get_half(const uint8_t* meta, int r, void* h) { std::memcpy(h, meta + 2 * r, 2); }
+
+// Q8_0: stream = q + 128; meta = d[16].
+void q8_0_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q8_0*>(b);
+    for (int i = 0; i < 32; i++) s[i] = static_cast<uint8_t>(blk->qs[i] ^ 0x80);
+    put_half(meta, r, &blk->d);
+}
+void q8_0_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q8_0*>(b);
+    for (int i = 0; i < 32; i++) blk->qs[i] = static_cast<int8_t>(s[i] ^ 0x80);
+    get_half(meta, r, &blk->d);
+}
+
+// Q4_0: stream = qs (byte i: element i low, i + 16 high); meta = d[16].
+void q4_0_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q4_0*>(b);
+    std::memcpy(s, blk->qs, 16);
+    put_half(meta, r, &blk->d);
+}
+void q4_0_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q4_0*>(b);
+    std::memcpy(blk->qs, s, 16);
+    get_half(meta, r, &blk->d);
+}
+
+// Q4_K: stream = qs (per 64 elements 32 bytes: low nibbles group 2c, high nibbles 2c + 1); meta =
+// d[16], dmin[16], then the 6-bit scales and mins split into low nibbles, lo[j][16] = sc_j | m_j << 4,
+// and top bits, hi[j % 4][16] = its 2-bit pairs (sc_j, m_j, sc_j+4, m_j+4 for j < 4).
+void q4_k_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q4_K*>(b);
+    std::memcpy(s, blk->qs, 128);
+    put_half(meta, r, &blk->d);
+    put_half(meta + 32, r, &blk->dmin);
+    const uint8_t* q = blk->scales;
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 4; j++) sc[j] = q[j] & 63, mn[j] = q[j + 4] & 63;
+    for (int j = 4; j < 8; j++)
+        sc[j] = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), mn[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    for (int j = 0; j < 8; j++) meta[64 + 16 * j + r] = static_cast<uint8_t>((sc[j] & 15) | (mn[j] & 15) << 4);
+    for (int j = 0; j < 4; j++)
+        meta[192 + 16 * j + r] = static_cast<uint8_t>(sc[j] >> 4 | (mn[j] >> 4) << 2 | (sc[j + 4] >> 4) << 4 | (mn[j + 4] >> 4) << 6);
+}
+void q4_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q4_K*>(b);
+    std::memcpy(blk->qs, s, 128);
+    get_half(meta, r, &blk->d);
+    get_half(meta + 32, r, &blk->dmin);
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) {
+        const int lo = meta[64 + 16 * j + r], hi = meta[192 + 16 * (j % 4) + r] >> (j < 4 ? 0 : 4);
+        sc[j] = static_cast<uint8_t>((lo & 15) | (hi & 3) << 4), mn[j] = static_cast<uint8_t>(lo >> 4 | ((hi >> 2) & 3) << 4);
+    }
+    uint8_t* q = blk->scales;
+    for (int j = 0; j < 4; j++) {
+        q[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+        q[j + 4] = static_cast<uint8_t>(mn[j] | (mn[j + 4] >> 4) << 6);
+        q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+    }
+}
+
+// Q6_K element codes (0..63, ggml's order: per 128 elements, ql[l] low / ql[l + 32] low / ql[l] high /
+// ql[l + 32] high with qh bits 0-1 / 2-3 / 4-5 / 6-7 of qh[l]).
+void q6_k_codes(const gguf::block_q6_K* blk, uint8_t u[256]) {
+    for (int n = 0; n < 2; n++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t* ql = blk->ql + 64 * n;
+            const uint8_t qh = blk->qh[32 * n + l];
+            uint8_t* y = u + 128 * n;
+            y[l] = static_cast<uint8_t>((ql[l] & 15) | (qh & 3) << 4);
+            y[l + 32] = static_cast<uint8_t>((ql[l + 32] & 15) | ((qh >> 2) & 3) << 4);
+            y[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | ((qh >> 4) & 3) << 4);
+            y[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | ((qh >> 6) & 3) << 4);
+        }
+}
+
+// Q6_K: stream per 32 elements e (24 bytes): 16 bytes of low nibbles (byte k: e + k low, e + 16 + k
+// high), then top bits as two words per 16 elements (byte i of word h: bits 2L of element
+// e + 16h + 4L + i); meta = scales[16 groups][16 rows] (int8), then d[16].
+void q6_k_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q6_K*>(b);
+    uint8_t u[256];
+    q6_k_codes(blk, u);
+    for (int w = 0; w < 8; w++) {
+        const uint8_t* e = u + 32 * w;
+        uint8_t* o = s + 24 * w;
+        for (int k = 0; k < 16; k++) o[k] = static_cast<uint8_t>((e[k] & 15) | (e[16 + k] & 15) << 4);
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 4; i++) {
+                int v = 0;
+                for (int L = 0; L < 4; L++) v |= (e[16 * h + 4 * L + i] >> 4) << (2 * L);
+                o[16 + 4 * h + i] = static_cast<uint8_t>(v);
+            }
+    }
+    for (int g = 0; g < 16; g++) meta[16 * g + r] = static_cast<uint8_t>(blk->scales[g]);
+    put_half(meta + 256, r, &blk->d);
+}
+void q6_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q6_K*>(b);
+    uint8_t u[256];
+    for (int w = 0; w < 8; w++) {
+        const uint8_t* o = s + 24 * w;
+        uint8_t* e = u + 32 * w;
+        for (int k = 0; k < 16; k++) e[k] = o[k] & 15, e[16 + k] = o[k] >> 4;
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 4; i++)
+                for (int L = 0; L < 4; L++) e[16 * h + 4 * L + i] |= static_cast<uint8_t>(((o[16 + 4 * h + i] >> (2 * L)) & 3) << 4);
+    }
+    for (int n = 0; n < 2; n++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t* y = u + 128 * n;
+            blk->ql[64 * n + l] = static_cast<uint8_t>((y[l] & 15) | (y[l + 64] & 15) << 4);
+            blk->ql[64 * n + l + 32] = static_cast<uint8_t>((y[l + 32] & 15) | (y[l + 96] & 15) << 4);
+            blk->qh[32 * n + l] = static_cast<uint8_t>(y[l] >> 4 | (y[l + 32] >> 4) << 2 | (y[l + 64] >> 4) << 4 | (y[l + 96] >> 4) << 6);
+        }
+    for (int g = 0; g < 16; g++) blk->scales[g] = static_cast<int8_t>(meta[16 * g + r]);
+    get_half(meta + 256, r, &blk->d);
+}
+
+const PanelFormat kFormats[] = {
+    {Type::Q8_0, 32, 32, 2, q8_0_to, q8_0_from},
+    {Type::Q4_0, 32, 16, 2, q4_0_to, q4_0_from},
+    {Type::Q4_K, 256, 128, 16, q4_k_to, q4_k_from},
+    {Type::Q6_K, 256, 192, 18, q6_k_to, q6_k_from},
+};
+
+const PanelFormat* format_of(Type t) {
+    for (const PanelFormat& f : kFormats)
+        if (f.type == t) return &f;
+    return nullptr;
+}
+
+// The byte of the codes region that holds byte b of row r's stream.
+inline int64_t code_at(int64_t b, int r) { return (b / 4) * 64 + 4 * r + b % 4; }
+
+}  // namespace
+
 bool can_pack(Type weight_type, int64_t n_rows, int64_t n_cols) {
-    return weight_type == Type::Q8_0 && n_rows > 0 && n_rows % kPanelRows == 0 && n_cols > 0 && n_cols % 64 == 0;
+    const PanelFormat* f = format_of(weight_type);
+    return f && n_rows > 0 && n_rows % kPanelRows == 0 && n_cols > 0 && n_cols % (f->unit < 64 ? 64 : f->unit) == 0;
 }
 
 void pack_rows(Type weight_type, const void* w, int64_t n_rows, int64_t n_cols, void* out, int64_t panel_begin,
                int64_t panel_end) {
     if (!can_pack(weight_type, n_rows, n_cols))
         throw Error("[cpu_kernels.pack_rows] " + std::string(gguf::type_traits(weight_type).name) + " (" + std::to_string(n_rows) +
-                    ", " + std::to_string(n_cols) + "): only Q8_0 with rows in panels of 16 and columns in multiples of 64");
+                    ", " + std::to_string(n_cols) + "): only Q8_0, Q4_0, Q4_K and Q6_K, rows in panels of 16, columns in multiples of 64 (256 for K-quants)");
+    const PanelFormat& f = *format_of(weight_type);
     const size_t row_bytes = bytes_per_row(weight_type, n_cols), panel_bytes = kPanelRows * row_bytes;
-    const int64_t n_groups = n_cols / 32;
+    const int64_t n_units = n_cols / f.unit, block_bytes = static_cast<int64_t>(row_bytes) / n_units;
+    uint8_t stream[192];
     for (int64_t p = panel_begin; p < panel_end; p++) {
         auto src = static_cast<const uint8_t*>(w) + p * panel_bytes;
         auto codes = static_cast<uint8_t*>(out) + p * panel_bytes;
-        uint8_t* scales = codes + kPanelRows * n_cols;
-        for (int r = 0; r < kPanelRows; r++)
-            for (int64_t g = 0; g < n_groups; g++) {
-                auto blk = reinterpret_cast<const gguf::block_q8_0*>(src + r * row_bytes) + g;
-                std::memcpy(scales + 2 * (g * kPanelRows + r), &blk->d, 2);
-                for (int i = 0; i < 32; i++) {
-                    const int64_t c = 32 * g + i;
-                    codes[(c / 4) * 64 + 4 * r + c % 4] = static_cast<uint8_t>(blk->qs[i] ^ 0x80);
-                }
+        uint8_t* meta = codes + kPanelRows * n_units * f.stream_bytes;
+        for (int64_t u = 0; u < n_units; u++)
+            for (int r = 0; r < kPanelRows; r++) {
+                f.to_panel(src + r * row_bytes + u * block_bytes, r, stream, meta + u * kPanelRows * f.meta_bytes);
+                for (int b = 0; b < f.stream_bytes; b++) codes[code_at(u * f.stream_bytes + b, r)] = stream[b];
             }
     }
 }
 
-// Scalar product over panels, exact integer sums per group like the other variants' Q8_0 kernels.
-void matmul_packed_scalar(const Matmul& m, int64_t row_begin, int64_t row_end) {
+void unpack_panel(Type weight_type, const uint8_t* panel, int64_t n_cols, int r_begin, int r_end, int64_t unit_begin,
+                  int64_t unit_end, uint8_t* out) {
+    const PanelFormat& f = *format_of(weight_type);
+    const int64_t n_units = n_cols / f.unit, block_bytes = static_cast<int64_t>(bytes_per_row(weight_type, n_cols)) / n_units;
+    const uint8_t* meta = panel + kPanelRows * n_units * f.stream_bytes;
+    uint8_t stream[192];
+    for (int r = r_begin; r < r_end; r++)
+        for (int64_t u = unit_begin; u < unit_end; u++) {
+            for (int b = 0; b < f.stream_bytes; b++) stream[b] = panel[code_at(u * f.stream_bytes + b, r)];
+            f.from_panel(stream, meta + u * kPanelRows * f.meta_bytes, r, out + ((r - r_begin) * (unit_end - unit_begin) + u - unit_begin) * block_bytes);
+        }
+}
+
+void unpack_rows(Type weight_type, const void* packed, int64_t n_rows, int64_t n_cols, void* out, int64_t row_begin,
+                 int64_t row_end) {
+    if (!can_pack(weight_type, n_rows, n_cols) || row_begin < 0 || row_end < row_begin || row_end > n_rows)
+        throw Error("[cpu_kernels.unpack_rows] " + std::string(gguf::type_traits(weight_type).name) + " (" +
+                    std::to_string(n_rows) + ", " + std::to_string(n_cols) + "): not a packable shape or rows outside it");
+    const size_t row_bytes = bytes_per_row(weight_type, n_cols);
+    const int64_t n_units = n_cols / format_of(weight_type)->unit;
+    for (int64_t r = row_begin; r < row_end;) {
+        const int64_t p = r / kPanelRows, lo = r % kPanelRows, hi = std::min<int64_t>(kPanelRows, row_end - p * kPanelRows);
+        unpack_panel(weight_type, static_cast<const uint8_t*>(packed) + p * kPanelRows * row_bytes, n_cols, static_cast<int>(lo),
+                     static_cast<int>(hi), 0, n_units, static_cast<uint8_t*>(out) + (r - row_begin) * row_bytes);
+        r = p * kPanelRows + hi;
+    }
+}
+
+// Q8_0: a scalar product over panels, exact integer sums per group like the other variants' kernels.
+void matmul_packed_q8_0(const Matmul& m, int64_t row_begin, int64_t row_end) {
     const int64_t K = m.n_cols, n_groups = K / 32;
     const size_t panel_bytes = kPanelRows * bytes_per_row(Type::Q8_0, K), act_bytes = bytes_per_row(Type::Q8_0, K);
     for (int64_t r = row_begin; r < row_end; r++) {
@@ -48,16 +233,30 @@ void matmul_packed_scalar(const Matmul& m, int64_t row_begin, int64_t row_end) {
             float sum = 0.0f;
             for (int64_t g = 0; g < n_groups; g++) {
                 int32_t dot = 0;
-                for (int i = 0; i < 32; i++) {
-                    const int64_t c = 32 * g + i;
-                    dot += (static_cast<int32_t>(codes[(c / 4) * 64 + 4 * lane + c % 4]) - 128) * x[g].qs[i];
-                }
+                for (int i = 0; i < 32; i++) dot += (static_cast<int32_t>(codes[code_at(32 * g + i, lane)]) - 128) * x[g].qs[i];
                 uint16_t s;
                 std::memcpy(&s, scales + 2 * (g * kPanelRows + lane), 2);
                 sum += gguf::f16_to_f32(s) * gguf::f16_to_f32(x[g].d) * static_cast<float>(dot);
             }
             m.y[t * m.y_stride + r] = sum;
         }
+    }
+}
+
+void matmul_packed_rows(const Matmul& m, int64_t row_begin, int64_t row_end, const Kernels& row_kernels) {
+    if (m.type == Type::Q8_0) return matmul_packed_q8_0(m, row_begin, row_end);
+    // the rows of each panel in the range back in GGUF form, then the variant's row kernel on them
+    const size_t row_bytes = bytes_per_row(m.type, m.n_cols);
+    const int64_t n_units = m.n_cols / format_of(m.type)->unit;
+    auto rows = static_cast<uint8_t*>(scratch(ScratchSlot::UNPACKED, kPanelRows * row_bytes));
+    for (int64_t r = row_begin; r < row_end;) {
+        const int64_t p = r / kPanelRows, lo = r % kPanelRows, hi = std::min<int64_t>(kPanelRows, row_end - p * kPanelRows);
+        unpack_panel(m.type, static_cast<const uint8_t*>(m.w) + p * kPanelRows * row_bytes, m.n_cols, static_cast<int>(lo),
+                     static_cast<int>(hi), 0, n_units, rows);
+        Matmul part = m;
+        part.w = rows, part.n_rows = hi - lo, part.y = m.y + p * kPanelRows + lo, part.packed = false;
+        row_kernels.matmul(part, 0, hi - lo);
+        r = p * kPanelRows + hi;
     }
 }
 

@@ -1,7 +1,8 @@
-// AVX-512 matrix-vector products over Q8_0 weights packed as panels of 16 rows (kernels.h). Lanes run
-// across the panel's rows: one aligned 64-byte load holds 4 columns of 16 rows, and vpdpbusd with one
-// broadcast 4-byte slice of a token's quants advances all 16 dot products. The weights stream front to
-// back as one sequence, with about a fifth of the instructions per byte of the row-wise kernel.
+// AVX-512 matrix-vector products over weights packed as panels of 16 rows (kernels.h, packed.cpp has
+// the formats). Lanes run across the panel's rows: one aligned 64-byte load holds 4 code bytes of 16
+// rows, and vpdpbusd with one broadcast 4-byte slice of a token's quants advances all 16 dot products
+// (nibble types: two, the low and the high nibbles). The weights stream front to back as one sequence
+// with prefetch, with a fraction of the instructions per byte of the row-wise kernels.
 #include "devices/cpu/kernels/avx512_impl.h"
 
 namespace cpu_kernels::avx512 {
@@ -9,50 +10,84 @@ namespace cpu_kernels::avx512 {
 using gguf::Type;
 
 namespace {
-// Prefetch distance along a panel: 8 KiB ahead (16 groups of 32 columns). Measured on the 100M decode
-// (paired A/B): 8 KiB beat 2, 4 and 16 KiB; fetching every line of a group beat every other line.
+// Prefetch distance along a panel's codes: 8 KiB ahead. Measured on the 100M decode (paired A/B):
+// 8 KiB beat 2, 4 and 16 KiB; fetching every line beat every other line.
 constexpr int64_t kPrefetchAhead = 8192;
 
-// One token's Q8_0 activation unpacked: K quants, then per 32-element group d_x and −128·Σq (the codes
-// are stored as q + 128).
+inline void prefetch_lines(const uint8_t* p, int n_lines) {
+    for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
+}
+
+// One token's activation. Q8_0 (for Q8_0, Q4_0 weights): K quants, then per 32-element group d_x and
+// −zero·Σq. Q8_K (Q4_K, Q6_K): the blocks' quants, and per super-block d_x and 16 ints: Σq per
+// 32-element group (Q4_K, 8 used) or −32·Σq per 16 (Q6_K).
 struct PanelAct {
     const int8_t* q;
     const float* d;
     const int32_t* corr;
 };
 
-int64_t panel_act_bytes(int64_t K) { return (K + 8 * (K / 32) + 63) / 64 * 64; }
+int64_t panel_act_bytes(int64_t K) { return (K + 8 * (K / 32) + 64 * (K / 256) + 63) / 64 * 64; }
 
-void prepare_panel_acts(const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, PanelAct* out) {
-    const int64_t n_groups = K / 32;
+void prepare_panel_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, PanelAct* out) {
     for (int64_t t = 0; t < n_tokens; t++) {
-        auto blk = reinterpret_cast<const gguf::block_q8_0*>(x + t * bytes_per_row(Type::Q8_0, K));
         auto q = reinterpret_cast<int8_t*>(mem + t * panel_act_bytes(K));
         auto d = reinterpret_cast<float*>(q + K);
-        auto corr = reinterpret_cast<int32_t*>(d + n_groups);
+        auto corr = reinterpret_cast<int32_t*>(d + K / 32);
         out[t] = {q, d, corr};
-        for (int64_t g = 0; g < n_groups; g++) {
+        if (activation_type(type) == Type::Q8_K) {
+            auto blk = reinterpret_cast<const gguf::block_q8_K*>(x + t * bytes_per_row(Type::Q8_K, K));
+            for (int64_t i = 0; i < K / 256; i++) {
+                std::memcpy(q + 256 * i, blk[i].qs, 256);
+                d[i] = blk[i].d;
+                for (int j = 0; j < 16; j++)
+                    corr[16 * i + j] = type == Type::Q6_K ? -32 * blk[i].bsums[j]
+                                       : j < 8        ? blk[i].bsums[2 * j] + blk[i].bsums[2 * j + 1]
+                                                      : 0;
+            }
+            continue;
+        }
+        const int zero = type == Type::Q8_0 ? 128 : 8;  // the codes are q + 128 (Q8_0) or u = q + 8 (Q4_0)
+        auto blk = reinterpret_cast<const gguf::block_q8_0*>(x + t * bytes_per_row(Type::Q8_0, K));
+        for (int64_t g = 0; g < K / 32; g++) {
             const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[g].qs));
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * g), qv);
             d[g] = half_to_float(blk[g].d);
-            corr[g] = -128 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_cvtepi8_epi16(qv), _mm512_set1_epi16(1)));
+            corr[g] = -zero * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_cvtepi8_epi16(qv), _mm512_set1_epi16(1)));
         }
     }
 }
 
-// Panel p × N tokens; stores the rows of the panel that `keep` selects.
+inline __m512i bcast4(const int8_t* q) { return _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(q)))); }
+inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+inline __m512i high_nibbles(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+inline __m512 halves16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+
+// The 6-bit scales and mins of a Q4_K panel's super-block (its 256 bytes of meta) as bytes [group][16 rows].
+inline void q4_k_scales_mins(const uint8_t* meta, uint8_t sc[128], uint8_t mn[128]) {
+    const __m512i lo0 = _mm512_loadu_si512(meta + 64), lo1 = _mm512_loadu_si512(meta + 128), hi = _mm512_loadu_si512(meta + 192);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    _mm512_store_si512(sc, _mm512_or_si512(low_nibbles(lo0), _mm512_and_si512(_mm512_slli_epi16(hi, 4), m30)));
+    _mm512_store_si512(sc + 64, _mm512_or_si512(low_nibbles(lo1), _mm512_and_si512(hi, m30)));
+    _mm512_store_si512(mn, _mm512_or_si512(high_nibbles(lo0), _mm512_and_si512(_mm512_slli_epi16(hi, 2), m30)));
+    _mm512_store_si512(mn + 64, _mm512_or_si512(high_nibbles(lo1), _mm512_and_si512(_mm512_srli_epi16(hi, 2), m30)));
+}
+
+// Q6_K codes of quad k of a window: top bits 2k, 2k+1 of each byte of h moved to bits 4, 5.
+inline __m512i q6_k_top(__m512i h, int k) {
+    const __m512i s = k == 0 ? _mm512_slli_epi16(h, 4) : k == 1 ? _mm512_slli_epi16(h, 2) : k == 2 ? h : _mm512_srli_epi16(h, 2);
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x30));
+}
+
+// ---- one panel × N tokens per type; `acc` gets the 16 rows' sums ----------------------------------
+
+// Q8_0: per group 8 words of codes (q + 128), then after all codes the fp16 scales [group][16].
 template <int N>
-void panel_tile(const uint8_t* panel, int64_t K, const PanelAct* x, float* y, int64_t y_stride, __mmask16 keep) {
-    const int64_t n_groups = K / 32;
+void tile_q8_0(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]) {
     const uint8_t* scales = panel + kPanelRows * K;
-    __m512 acc[N];
-#pragma GCC unroll 4
-    for (int t = 0; t < N; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < n_groups; g++) {
+    for (int64_t g = 0; g < K / 32; g++) {
         const uint8_t* codes = panel + g * 8 * 64;
-        // later groups' codes: the hardware prefetcher alone leaves the loads waiting on memory
-#pragma GCC unroll 8
-        for (int l = 0; l < 8; l++) _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchAhead + 64 * l), _MM_HINT_T0);
+        prefetch_lines(codes + kPrefetchAhead, 8);  // the hardware prefetcher alone leaves the loads waiting
         __m512i dot[N];
 #pragma GCC unroll 4
         for (int t = 0; t < N; t++) dot[t] = _mm512_set1_epi32(x[t].corr[g]);
@@ -60,36 +95,231 @@ void panel_tile(const uint8_t* panel, int64_t K, const PanelAct* x, float* y, in
         for (int k = 0; k < 8; k++) {
             const __m512i c = _mm512_loadu_si512(codes + 64 * k);  // aligned in device buffers
 #pragma GCC unroll 4
-            for (int t = 0; t < N; t++)
-                dot[t] = _mm512_dpbusd_epi32(dot[t], c, _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x[t].q) + 32 * g + 4 * k))));
+            for (int t = 0; t < N; t++) dot[t] = _mm512_dpbusd_epi32(dot[t], c, bcast4(x[t].q + 32 * g + 4 * k));
         }
-        const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * g)));
+        const __m512 s = halves16(scales + 32 * g);
 #pragma GCC unroll 4
         for (int t = 0; t < N; t++) acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
     }
-#pragma GCC unroll 4
-    for (int t = 0; t < N; t++) _mm512_mask_storeu_ps(y + t * y_stride, keep, acc[t]);
 }
 
+// Q4_0: per group 4 words whose low nibbles are elements 0-15 and high nibbles 16-31; scales as Q8_0.
+template <int N>
+void tile_q4_0(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]) {
+    const uint8_t* scales = panel + kPanelRows * K / 2;
+    for (int64_t g = 0; g < K / 32; g++) {
+        const uint8_t* codes = panel + g * 4 * 64;
+        prefetch_lines(codes + kPrefetchAhead, 4);
+        __m512i dot[N];
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) dot[t] = _mm512_set1_epi32(x[t].corr[g]);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i c = _mm512_loadu_si512(codes + 64 * k), lo = low_nibbles(c), hi = high_nibbles(c);
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) {
+                dot[t] = _mm512_dpbusd_epi32(dot[t], lo, bcast4(x[t].q + 32 * g + 4 * k));
+                dot[t] = _mm512_dpbusd_epi32(dot[t], hi, bcast4(x[t].q + 32 * g + 16 + 4 * k));
+            }
+        }
+        if (g % 2 == 0) prefetch_lines(scales + 32 * g + 2048, 1);
+        const __m512 s = halves16(scales + 32 * g);
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
+    }
+}
+
+// Q4_K: per 64 elements 8 words (low nibbles group 2c, high 2c + 1); per super-block after all codes
+// 256 bytes of d, dmin and the 6-bit scales and mins split in nibbles and top bits (packed.cpp).
+template <int N>
+void tile_q4_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]) {
+    const uint8_t* metas = panel + kPanelRows * K / 2;
+    alignas(64) uint8_t sc[128], mn[128];  // [group][16 rows]
+    for (int64_t i = 0; i < K / 256; i++) {
+        const uint8_t* meta = metas + 256 * i;
+        prefetch_lines(meta + 4 * 256, 4);
+        q4_k_scales_mins(meta, sc, mn);
+        __m512 super[N];
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) super[t] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+        for (int c = 0; c < 4; c++) {
+            const uint8_t* codes = panel + (4 * i + c) * 8 * 64;
+            prefetch_lines(codes + kPrefetchAhead, 8);
+            __m512i dlo[N], dhi[N];
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) dlo[t] = dhi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_loadu_si512(codes + 64 * k), lo = low_nibbles(v), hv = high_nibbles(v);
+#pragma GCC unroll 4
+                for (int t = 0; t < N; t++) {
+                    const int8_t* q = x[t].q + 256 * i + 64 * c + 4 * k;
+                    dlo[t] = _mm512_dpbusd_epi32(dlo[t], lo, bcast4(q));
+                    dhi[t] = _mm512_dpbusd_epi32(dhi[t], hv, bcast4(q + 32));
+                }
+            }
+            const __m512 s_lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * c))));
+            const __m512 s_hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * c + 16))));
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) {
+                super[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo[t]), s_lo, super[t]);
+                super[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi[t]), s_hi, super[t]);
+            }
+        }
+        // mins: Σ_j m_j · Σq_j per row, then d·d_x·super − dmin·d_x·mins
+        __m512 mins[N];
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) mins[t] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mn + 16 * j))));
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) mins[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(static_cast<float>(x[t].corr[16 * i + j])), mins[t]);
+        }
+        const __m512 d = halves16(meta), dmin = halves16(meta + 32);
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) {
+            const __m512 dx = _mm512_set1_ps(x[t].d[i]);
+            acc[t] = _mm512_fmadd_ps(super[t], _mm512_mul_ps(d, dx), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(mins[t], _mm512_mul_ps(dmin, dx), acc[t]);
+        }
+    }
+}
+
+// Q6_K: per 32 elements 4 words of low nibbles (low: elements 0-15, high: 16-31) and 2 words of top
+// bits (bits 2L of word h: the 4 elements 16h + 4L + i); per super-block after all codes the int8
+// scales [16 groups][16 rows] and d[16].
+template <int N>
+void tile_q6_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]) {
+    const uint8_t* metas = panel + kPanelRows * K * 3 / 4;
+    for (int64_t i = 0; i < K / 256; i++) {
+        const uint8_t* meta = metas + 288 * i;
+        prefetch_lines(meta + 4 * 288, 5);
+        __m512 super[N];
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) super[t] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+        for (int w = 0; w < 8; w++) {
+            const uint8_t* codes = panel + (8 * i + w) * 6 * 64;
+            prefetch_lines(codes + kPrefetchAhead, 6);
+            const __m512i h0 = _mm512_loadu_si512(codes + 256), h1 = _mm512_loadu_si512(codes + 320);
+            __m512i da[N], db[N];
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) da[t] = _mm512_set1_epi32(x[t].corr[16 * i + 2 * w]), db[t] = _mm512_set1_epi32(x[t].corr[16 * i + 2 * w + 1]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = _mm512_loadu_si512(codes + 64 * k);
+                const __m512i a = _mm512_or_si512(low_nibbles(v), q6_k_top(h0, k)), b = _mm512_or_si512(high_nibbles(v), q6_k_top(h1, k));
+#pragma GCC unroll 4
+                for (int t = 0; t < N; t++) {
+                    const int8_t* q = x[t].q + 256 * i + 32 * w + 4 * k;
+                    da[t] = _mm512_dpbusd_epi32(da[t], a, bcast4(q));
+                    db[t] = _mm512_dpbusd_epi32(db[t], b, bcast4(q + 16));
+                }
+            }
+            const __m512 sa = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 32 * w))));
+            const __m512 sb = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 32 * w + 16))));
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) {
+                super[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(da[t]), sa, super[t]);
+                super[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(db[t]), sb, super[t]);
+            }
+        }
+        const __m512 d = halves16(meta + 256);
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) acc[t] = _mm512_fmadd_ps(super[t], _mm512_mul_ps(d, _mm512_set1_ps(x[t].d[i])), acc[t]);
+    }
+}
+
+// Panels of rows [r0, r1) × N tokens; whole panels are computed, the rows `keep` selects stored.
 template <int N>
 void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_t r1) {
-    const size_t panel_bytes = kPanelRows * bytes_per_row(Type::Q8_0, m.n_cols);
+    const size_t panel_bytes = kPanelRows * bytes_per_row(m.type, m.n_cols);
     for (int64_t p = r0 / kPanelRows; p * kPanelRows < r1; p++) {
         const int64_t first = p * kPanelRows;
         const int64_t lo = r0 > first ? r0 - first : 0, hi = r1 - first < kPanelRows ? r1 - first : kPanelRows;
         const auto keep = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
-        // rows outside [r0, r1) are computed and dropped: whole panels are one load per 4 columns
-        panel_tile<N>(static_cast<const uint8_t*>(m.w) + p * panel_bytes, m.n_cols, x, y + first, m.y_stride, keep);
+        const uint8_t* panel = static_cast<const uint8_t*>(m.w) + p * panel_bytes;
+        __m512 acc[N];
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) acc[t] = _mm512_setzero_ps();
+        switch (m.type) {
+            case Type::Q4_0: tile_q4_0<N>(panel, m.n_cols, x, acc); break;
+            case Type::Q4_K: tile_q4_k<N>(panel, m.n_cols, x, acc); break;
+            case Type::Q6_K: tile_q6_k<N>(panel, m.n_cols, x, acc); break;
+            default: tile_q8_0<N>(panel, m.n_cols, x, acc); break;
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) _mm512_mask_storeu_ps(y + first + t * m.y_stride, keep, acc[t]);
     }
 }
 
 }  // namespace
 
+void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int64_t k_len, const Panel& p) {
+    auto put = [&](int64_t dword, __m512i v) { _mm512_store_si512(p.codes + 64 * dword, v); };
+    if (type == Type::Q8_0) {  // the codes are already in the matrix-matrix order
+        std::memcpy(p.codes, panel + kPanelRows * k0, kPanelRows * k_len);
+        for (int64_t g = 0; g < k_len / 32; g++) {
+            _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K + 32 * (k0 / 32 + g)));
+            _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
+        }
+    } else if (type == Type::Q4_0) {
+        for (int64_t g = 0; g < k_len / 32; g++) {
+            const uint8_t* codes = panel + 256 * (k0 / 32 + g);
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = _mm512_loadu_si512(codes + 64 * k);
+                put(8 * g + k, low_nibbles(v)), put(8 * g + 4 + k, high_nibbles(v));
+            }
+            _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K / 2 + 32 * (k0 / 32 + g)));
+            _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
+        }
+    } else if (type == Type::Q4_K) {
+        alignas(64) uint8_t sc[128], mn[128];
+        for (int64_t i = 0; i < k_len / 256; i++) {
+            const uint8_t* meta = panel + kPanelRows * K / 2 + 256 * (k0 / 256 + i);
+            q4_k_scales_mins(meta, sc, mn);
+            const __m512 d = halves16(meta), dmin = halves16(meta + 32);
+            for (int j = 0; j < 8; j++) {
+                const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16 * j))));
+                const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mn + 16 * j))));
+                _mm512_store_ps(p.s + 16 * (8 * i + j), _mm512_mul_ps(d, s));
+                _mm512_store_ps(p.o + 16 * (8 * i + j), _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, m)));
+            }
+            for (int c = 0; c < 4; c++)
+                for (int k = 0; k < 8; k++) {
+                    const __m512i v = _mm512_loadu_si512(panel + (4 * (k0 / 256 + i) + c) * 512 + 64 * k);
+                    put(64 * i + 16 * c + k, low_nibbles(v)), put(64 * i + 16 * c + 8 + k, high_nibbles(v));
+                }
+        }
+    } else {  // Q6_K
+        for (int64_t i = 0; i < k_len / 256; i++) {
+            const uint8_t* meta = panel + kPanelRows * K * 3 / 4 + 288 * (k0 / 256 + i);
+            const __m512 d = halves16(meta + 256);
+            for (int g = 0; g < 16; g++) {
+                const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 16 * g))));
+                _mm512_store_ps(p.s + 16 * (16 * i + g), _mm512_mul_ps(d, s));
+                _mm512_store_ps(p.o + 16 * (16 * i + g), _mm512_setzero_ps());
+            }
+            for (int w = 0; w < 8; w++) {
+                const uint8_t* codes = panel + (8 * (k0 / 256 + i) + w) * 384;
+                const __m512i h0 = _mm512_loadu_si512(codes + 256), h1 = _mm512_loadu_si512(codes + 320);
+                for (int k = 0; k < 4; k++) {
+                    const __m512i v = _mm512_loadu_si512(codes + 64 * k);
+                    put(64 * i + 8 * w + k, _mm512_or_si512(low_nibbles(v), q6_k_top(h0, k)));
+                    put(64 * i + 8 * w + 4 + k, _mm512_or_si512(high_nibbles(v), q6_k_top(h1, k)));
+                }
+            }
+        }
+    }
+}
+
 void gemv_packed(const Matmul& m, int64_t r0, int64_t r1) {
     const int64_t K = m.n_cols;
     auto mem = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, m.n_tokens * (panel_act_bytes(K) + sizeof(PanelAct))));
     auto acts = reinterpret_cast<PanelAct*>(mem + m.n_tokens * panel_act_bytes(K));
-    prepare_panel_acts(static_cast<const uint8_t*>(m.x), K, m.n_tokens, mem, acts);
+    prepare_panel_acts(m.type, static_cast<const uint8_t*>(m.x), K, m.n_tokens, mem, acts);
     for (int64_t t = 0; t < m.n_tokens; t += 4) {
         float* y = m.y + t * m.y_stride;
         switch (m.n_tokens - t) {

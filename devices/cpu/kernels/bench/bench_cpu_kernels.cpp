@@ -3,7 +3,8 @@
 // the per-token time those shapes add up to for the whole model (kernels only).
 //   bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS] [--prefill 128]
 //                     [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512] [--working-set-mb 1024] [--thp]
-//                     [--attention]
+//                     [--attention] [--packed]
+// --packed: weights in pack_rows() panels where the type has a panel format (as models load them).
 // --shape measures one matrix instead of the model's; with a small --working-set-mb the weights stay
 // in cache, which shows the kernel's compute speed rather than the memory's.
 #include "devices/cpu/kernels/kernels.h"
@@ -152,6 +153,7 @@ struct Options {
     size_t working_set = size_t(1024) << 20;
     bool thp = false;
     bool attention = false;
+    bool packed = false;
 };
 
 double thread_cpu_seconds() {
@@ -174,6 +176,14 @@ Timing time_matmul(Team& team, Type type, const Shape& s, int64_t n_tokens, cons
     const size_t stride = (w_bytes + 4095) / 4096 * 4096;
     uint8_t* w = alloc_weights(stride * copies, opt.thp);
     for (int c = 0; c < copies; c++) fill_weights(w + c * stride, w_bytes, type, rng);
+    const bool packed = opt.packed && ck::can_pack(type, s.rows, s.cols);
+    if (packed) {
+        std::vector<uint8_t> rows(w_bytes);
+        for (int c = 0; c < copies; c++) {
+            std::memcpy(rows.data(), w + c * stride, w_bytes);
+            ck::pack_rows(type, rows.data(), s.rows, s.cols, w + c * stride, 0, s.rows / ck::kPanelRows);
+        }
+    }
 
     std::vector<float> xf(n_tokens * s.cols);
     std::normal_distribution<float> normal;
@@ -188,7 +198,7 @@ Timing time_matmul(Team& team, Type type, const Shape& s, int64_t n_tokens, cons
         const double c0 = thread_cpu_seconds();
         ck::Matmul m;
         m.type = type, m.w = w + copy * stride, m.n_rows = s.rows, m.n_cols = s.cols;
-        m.x = x.data(), m.n_tokens = n_tokens, m.y = y.data(), m.y_stride = s.rows;
+        m.x = x.data(), m.n_tokens = n_tokens, m.y = y.data(), m.y_stride = s.rows, m.packed = packed;
         const int64_t tiles = (s.rows + ck::kMatmulRowAlign - 1) / ck::kMatmulRowAlign;
         const int64_t r0 = std::min(s.rows, tiles * i / n * ck::kMatmulRowAlign);
         const int64_t r1 = std::min(s.rows, tiles * (i + 1) / n * ck::kMatmulRowAlign);
@@ -303,6 +313,8 @@ int main(int argc, char** argv) {
             opt.working_set = std::stoull(value()) << 20;
         } else if (a == "--thp") {
             opt.thp = true;
+        } else if (a == "--packed") {
+            opt.packed = true;
         } else if (a == "--attention") {
             opt.attention = true;
         } else if (a == "--isa") {
@@ -317,7 +329,7 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(a == "--help" || a == "-h" ? stdout : stderr, "usage: bench_cpu_kernels [--types q4_0,q8_0,...] [--model 1b|100m] [--shape ROWSxCOLS]\n"
                                  "         [--prefill 128] [--threads 1,2] [--reps 7] [--isa scalar|avx2|avx512]\n"
-                                 "         [--working-set-mb 1024] [--thp] [--attention]\n");
+                                 "         [--working-set-mb 1024] [--thp] [--attention] [--packed]\n");
             return a == "--help" || a == "-h" ? 0 : 2;
         }
     }
