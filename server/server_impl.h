@@ -47,7 +47,14 @@ struct Job {
     llm::RouterOptions router;
 };
 
-json parse_body(const std::string& body);  // throws ApiError 400 on invalid JSON or a non-object
+constexpr int JSON_MAX_DEPTH = 256;
+// JSON from a client: discarded when invalid; throws ApiError 400 when it nests deeper than
+// JSON_MAX_DEPTH (`what` names it in the message).
+json parse_json(std::string_view text, const std::string& what);
+json parse_body(const std::string& body);  // throws ApiError 400 on invalid JSON, a non-object or too deep
+// A prompt of `bytes` that could not fit the context even at the vocabulary's longest token is
+// refused (ApiError 400 context_length_exceeded) before anyone tokenizes it.
+void check_prompt_bytes(size_t bytes, const llm::Session& session, const char* param);
 Job parse_chat_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat,
                        const std::string& model_name);
 Job parse_completion_request(const json& body, const llm::Session& session, const std::string& model_name);
@@ -63,12 +70,14 @@ struct Outcome {
     llm::GenerateResult result;
     std::string finish_reason;  // stop, length, tool_calls ("" when the client went away)
     bool client_gone = false;
+    bool interrupted = false;   // cut short by interrupted() (server shutdown): finish_reason length
 };
 
 // Runs `job` on the session, calling on_delta as text arrives (it returns false once the client is
-// gone). Stops within one token of client_gone() turning true.
+// gone). Stops within one token of client_gone() or interrupted() turning true; an interrupted reply
+// still ends normally, as one cut short by max_tokens.
 Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
-                       const std::function<bool()>& client_gone);
+                       const std::function<bool()>& client_gone, const std::function<bool()>& interrupted = {});
 
 // Response bodies. Streams: the first chunk carries role "assistant", tool calls come as a header
 // delta (index, id, type, name) then an arguments delta, the last chunk has an empty delta and the
