@@ -372,6 +372,7 @@ int HttpAcceptor::bind(const std::string& host, int port) {
         throw std::runtime_error(where + " (" + std::strerror(errno) + ")");
     }
     s_->listen_fd = fd;
+    s_->http.mark_listening(fd);
     sockaddr_storage self{};
     socklen_t len = sizeof self;
     getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len);

@@ -19,6 +19,10 @@ struct HttpCore : httplib::Server {
     bool process(httplib::Stream& stream, bool close_connection, bool& connection_closed) {
         return process_request(stream, close_connection, connection_closed, nullptr);
     }
+    // cpp-httplib ends chunked answers early once its own listening socket is invalid (its shutdown
+    // signal); ours lives in the acceptor, so it is marked valid once bound.
+    void mark_listening(int fd) { svr_sock_ = fd; }
+    ~HttpCore() override { svr_sock_ = INVALID_SOCKET; }  // not httplib's to close
 };
 
 struct AcceptorOptions {

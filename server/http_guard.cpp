@@ -3,6 +3,9 @@
 // no obsolete line folding, no whitespace before a field's colon.
 #include "server/http_guard.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -175,8 +178,12 @@ bool ChunkedScanner::scan(std::string_view body) {
 }
 
 bool is_loopback_host(std::string_view host) {
-    std::string h = host_name(host);
-    return h == "localhost" || h.ends_with(".localhost") || h == "::1" || h.starts_with("127.") || h == "::ffff:127.0.0.1";
+    const std::string h = host_name(host);
+    in_addr v4{};
+    in6_addr v6{};
+    if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+    return h == "localhost" || h.ends_with(".localhost");
 }
 
 bool keys_equal(std::string_view a, std::string_view b) {
