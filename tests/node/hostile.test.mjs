@@ -262,7 +262,8 @@ describe("SIGTERM during four streams", () => {
       sock.on("error", () => {});
       return { sock, done: new Promise((res) => sock.on("close", () => res(text))), text: () => text };
     });
-    while (!streams.some((s) => s.text().includes("You said"))) await new Promise((res) => setTimeout(res, 20));
+    for (let i = 0; i < 500 && !streams.some((s) => (s.text().match(/"content":/g) ?? []).length > 5); i++)
+      await new Promise((res) => setTimeout(res, 20));  // one stream is generating
     const exited = new Promise((res) => server.child.on("exit", (code, signal) => res({ code, signal })));
     const t0 = Date.now();
     server.child.kill("SIGTERM");
