@@ -52,6 +52,7 @@ struct Server::Impl {
     std::atomic<llm::Session*> session{nullptr};
     ChatRenderer render_chat;
     RequestQueue queue;
+    PromptSlots prompt_slots{2};
     std::thread thread;
     int port = -1;
     // Shutdown: no new generations; queued ones end; the running one stops at cut_at.
@@ -140,14 +141,24 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
     llm::Session& s = require_session();
     const json body = parse_body(req.body);
-    auto job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
-                                                                : parse_completion_request(body, s, model_name()));
-    std::shared_ptr<RequestQueue::Ticket> ticket = queue.enter();
-    if (!ticket)
-        throw ApiError(503, "[server] the queue is full (" + std::to_string(options.queue_size) + " waiting); retry later", "", "queue_full");
     auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
     auto gone = [watch] { return watch->gone(); };
     auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
+    std::shared_ptr<Job> job;
+    {
+        // Rendering and tokenizing can take much memory and time: only a few at once.
+        PromptSlots::Slot slot(prompt_slots, gone_or_stopping);
+        if (!slot.held()) {
+            if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
+            t_log_detail = " · client went away before its prompt was prepared";
+            return;
+        }
+        job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
+                                                               : parse_completion_request(body, s, model_name()));
+    }
+    std::shared_ptr<RequestQueue::Ticket> ticket = queue.enter();
+    if (!ticket)
+        throw ApiError(503, "[server] the queue is full (" + std::to_string(options.queue_size) + " waiting); retry later", "", "queue_full");
     auto cut_now = [this] { return cut(); };
     const ApiError shutting_down(503, "[server] shutting down: the request was still queued", "", "shutting_down");
 

@@ -127,6 +127,30 @@ private:
     int max_waiting_;
 };
 
+// At most `n` holders at once (requests rendering and tokenizing their prompts); the others wait,
+// giving up when gone() turns true.
+class PromptSlots {
+public:
+    explicit PromptSlots(int n) : free_(n) {}
+    class Slot {
+    public:
+        Slot(PromptSlots& slots, const std::function<bool()>& gone);
+        ~Slot();
+        Slot(const Slot&) = delete;
+        Slot& operator=(const Slot&) = delete;
+        bool held() const { return held_; }
+
+    private:
+        PromptSlots& slots_;
+        bool held_ = false;
+    };
+
+private:
+    std::mutex mutex_;
+    std::condition_variable freed_;
+    int free_;
+};
+
 // Notices when an HTTP client has gone away, by peeking at its connection's socket (found from the
 // request's remote and local ports: cpp-httplib does not expose it).
 class ClientWatch {
