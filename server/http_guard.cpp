@@ -178,9 +178,10 @@ bool ChunkedScanner::scan(std::string_view body) {
 }
 
 bool is_loopback_host(std::string_view host) {
-    const std::string h = host_name(host);
     in_addr v4{};
     in6_addr v6{};
+    if (inet_pton(AF_INET6, std::string(host).c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);  // --host ::1
+    const std::string h = host_name(host);
     if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
     if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
     return h == "localhost" || h.ends_with(".localhost");

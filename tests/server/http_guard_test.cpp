@@ -103,6 +103,10 @@ TEST_CASE("guard: admission checks the key (any case of Bearer, or x-api-key), H
     CHECK(admit("Host: [::1]:8080\r\n") == 0);
     CHECK(admit("Host: evil.example\r\n") == 403);
     CHECK(admit("Host: 127.0.0.1.evil.example\r\n") == 403);
+    CHECK(server::is_loopback_host("::1"));
+    CHECK(server::is_loopback_host("127.0.0.2"));
+    CHECK_FALSE(server::is_loopback_host("0.0.0.0"));
+    CHECK_FALSE(server::is_loopback_host("192.168.1.2"));
     policy.allowed_hosts = {"box.lan"};
     CHECK(admit("Host: box.lan:8080\r\n") == 0);
     policy.loopback_only_hosts = false;  // bound to a non-loopback address
