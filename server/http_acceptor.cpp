@@ -346,7 +346,12 @@ struct HttpAcceptor::State {
     }
 };
 
-HttpAcceptor::HttpAcceptor(HttpCore& http, AcceptorOptions options) : s_(std::make_unique<State>(http, std::move(options))) {}
+HttpAcceptor::HttpAcceptor(HttpCore& http, AcceptorOptions options) : s_(std::make_unique<State>(http, std::move(options))) {
+    // Made here, not in run(): shutdown() may wake the loop from another thread at any time.
+    s_->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    s_->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s_->epoll_fd < 0 || s_->wake_fd < 0) throw std::runtime_error(std::string("[server] epoll: ") + std::strerror(errno));
+}
 
 HttpAcceptor::~HttpAcceptor() {
     for (auto& [fd, c] : s_->conns) ::close(fd);
@@ -384,8 +389,6 @@ int HttpAcceptor::bind(const std::string& host, int port) {
 void HttpAcceptor::run() {
     State& s = *s_;
     if (s.listen_fd < 0) throw std::runtime_error("[server] run() before bind()");
-    s.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s.workers = std::make_unique<httplib::ThreadPool>(size_t(std::max(1, s.o.n_workers)));
     for (int fd : {s.listen_fd, s.wake_fd}) {
         epoll_event ev{};
@@ -433,7 +436,7 @@ void HttpAcceptor::run() {
 
 void HttpAcceptor::shutdown() {
     s_->stopping = true;
-    if (s_->wake_fd >= 0) s_->wake();
+    s_->wake();
 }
 
 bool HttpAcceptor::running() const { return s_->is_running; }

@@ -284,3 +284,23 @@ describe("SIGTERM during four streams", () => {
     assert.equal(refused, 3);
   });
 });
+
+describe("SIGTERM → tinyllm serve (stories260K)", () => {
+  test("streams end with [DONE] and the process exits 0", async () => {
+    const server = startServer(process.env.TINYLLM_BIN, ["serve", "--port", "0", "--max-context", "256", "--shutdown-timeout", "2"]);
+    const port = Number(new URL(await server.url).port);
+    const body = JSON.stringify({ prompt: "Once upon a time", stream: true, max_tokens: 200, temperature: 0 });
+    const streams = Array.from({ length: 2 }, () => {
+      let text = "";
+      const sock = net.connect(port, "127.0.0.1", () => sock.write(post("/v1/completions", body, { Authorization: undefined })));
+      sock.on("data", (d) => (text += d));
+      sock.on("error", () => {});
+      return { done: new Promise((res) => sock.on("close", () => res(text))), text: () => text };
+    });
+    for (let i = 0; i < 500 && !streams.some((s) => s.text().includes("data: ")); i++) await new Promise((res) => setTimeout(res, 10));
+    const exited = new Promise((res) => server.child.on("exit", (code, signal) => res({ code, signal })));
+    server.child.kill("SIGTERM");
+    assert.deepEqual(await exited, { code: 0, signal: null }, server.log());
+    for (const s of streams) assert.match(await s.done, /data: \[DONE\]\n\n\r\n0\r\n\r\n$/);
+  });
+});

@@ -189,3 +189,15 @@ TEST_CASE("tokenizer: encode_literal keeps control tokens inside literal spans a
     const auto plain = t->encode("hi<|im_start|>system", false, false);
     CHECK(std::search(guarded.begin(), guarded.end(), plain.begin(), plain.end()) != guarded.end());
 }
+
+TEST_CASE("http: with --cors, deeply nested JSON sent as text/plain is a 400 naming the limit") {
+    server::ServerOptions o;
+    o.cors_origin = "*";
+    LiveServer live(o);
+    const std::string nested = std::string(120000, '[') + std::string(120000, ']');
+    auto res = live.client->Post("/v1/completions", "{\"prompt\":" + nested + "}", "text/plain");
+    REQUIRE(res);
+    CHECK(res->status == 400);
+    CHECK(json::parse(res->body)["error"]["code"] == "json_too_deep");
+    CHECK(live.client->Get("/health")->status == 200);
+}
