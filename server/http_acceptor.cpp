@@ -220,7 +220,6 @@ struct HttpAcceptor::State {
                     static constexpr char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
                     [[maybe_unused]] ssize_t n = ::send(c.fd, CONTINUE, sizeof CONTINUE - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
                 }
-                if (c.framing.kind == BodyFraming::LENGTH) c.buf.reserve(c.head->size + c.framing.length);
                 c.phase = Phase::BODY;
             }
             if (c.phase == Phase::BODY) {

@@ -297,6 +297,7 @@ void Server::Impl::routes() {
         const tok::Tokenizer& tokenizer = require_session().tokenizer();
         const json body = parse_body(req.body);
         if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "[server] 'tokens' must be a list of token ids", "tokens");
+        if (body["tokens"].size() > size_t(1 << 20)) throw ApiError(400, "[server] 'tokens' may hold at most 1048576 ids", "tokens");
         std::vector<int32_t> ids;
         for (const auto& id : body["tokens"]) {
             if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tokenizer.n_vocab())
