@@ -16,7 +16,7 @@ json token_entry(const tok::Tokenizer& tokenizer, int32_t id, float logprob) {
 }  // namespace
 
 Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
-                       const std::function<bool()>& client_gone) {
+                       const std::function<bool()>& client_gone, const std::function<bool()>& interrupted) {
     const tok::Tokenizer& tokenizer = session.tokenizer();
     llm::ReplyStream reply(tokenizer, job.stop, job.router, job.prompt);
     Outcome outcome;
@@ -46,6 +46,10 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
             outcome.client_gone = true;
             return false;
         }
+        if (interrupted && interrupted()) {
+            outcome.interrupted = true;
+            return false;
+        }
         return !reply.stopped();
     };
     outcome.result = session.generate(job.prompt, options);
@@ -57,7 +61,7 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
     }
     // A stop string ends the reply like an end-of-generation token does; a reply that called tools
     // says so, unless it was cut short.
-    const bool cut = outcome.result.finish == llm::FinishReason::LENGTH;
+    const bool cut = outcome.result.finish == llm::FinishReason::LENGTH || (outcome.interrupted && !reply.stopped());
     outcome.finish_reason = outcome.client_gone ? "" : cut ? "length" : n_tool_calls > 0 ? "tool_calls" : "stop";
     return outcome;
 }

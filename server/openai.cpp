@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <random>
+#include <unordered_map>
 
 namespace server {
 
@@ -20,6 +22,14 @@ std::string random_id(const char* prefix) {
 
 ApiError invalid(const std::string& param, const std::string& what) {
     return ApiError(400, "[server] '" + param + "' " + what, param);
+}
+
+// Lists whose length drives work per request (template rendering, sampling, stop matching).
+constexpr size_t MAX_MESSAGES = 4096, MAX_PARTS = 4096, MAX_TOOLS = 256, MAX_TOOL_CALLS = 256, MAX_LOGIT_BIAS = 1024,
+                 MAX_STOP = 16, MAX_STOP_BYTES = 1024;
+
+void check_length(const json& list, size_t max, const std::string& param) {
+    if (list.size() > max) throw ApiError(400, "[server] '" + param + "' has " + std::to_string(list.size()) + " entries; the limit is " + std::to_string(max), param);
 }
 
 bool present(const json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
@@ -75,6 +85,7 @@ void parse_common(const json& body, const llm::Session& session, Job& job) {
     s.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
     if (present(body, "logit_bias")) {
         if (!body["logit_bias"].is_object()) throw invalid("logit_bias", "must be an object of token id -> bias");
+        check_length(body["logit_bias"], MAX_LOGIT_BIAS, "logit_bias");
         const int n_vocab = session.tokenizer().n_vocab();
         for (const auto& [key, value] : body["logit_bias"].items()) {
             size_t used = 0;
@@ -91,12 +102,14 @@ void parse_common(const json& body, const llm::Session& session, Job& job) {
     if (present(body, "stop")) {
         const json& stop = body["stop"];
         if (stop.is_string()) job.stop.push_back(stop.get<std::string>());
-        else if (stop.is_array() && stop.size() <= 16) {
+        else if (stop.is_array() && stop.size() <= MAX_STOP) {
             for (const auto& s1 : stop) {
                 if (!s1.is_string()) throw invalid("stop", "must be a string or a list of strings");
                 job.stop.push_back(s1.get<std::string>());
             }
-        } else throw invalid("stop", "must be a string or a list of up to 16 strings");
+        } else throw invalid("stop", "must be a string or a list of up to " + std::to_string(MAX_STOP) + " strings");
+        for (const std::string& s1 : job.stop)
+            if (s1.size() > MAX_STOP_BYTES) throw invalid("stop", "strings must be at most " + std::to_string(MAX_STOP_BYTES) + " bytes");
     }
 }
 
@@ -114,12 +127,47 @@ void fit_context(const json& body, const llm::Session& session, Job& job, const 
     job.generate.max_tokens = int(max_tokens < 0 ? n_ctx - n_prompt : std::min<int64_t>(max_tokens, n_ctx - n_prompt));
 }
 
+// Client text enters the template with its control-token texts bracketed by two bytes that valid
+// UTF-8 (every JSON string) never holds; after rendering, the brackets mark the spans that must be
+// tokenized as text, so a message cannot forge turns with "<|im_start|>system".
+constexpr char LITERAL_OPEN = '\xFF', LITERAL_CLOSE = '\xFE';
+
+json bracket_control_tokens(const json& text, const tok::Tokenizer& tokenizer) {
+    const std::string& s = text.get_ref<const std::string&>();
+    const std::vector<tok::TextSpan> spans = tokenizer.control_spans(s);
+    if (spans.empty()) return text;
+    std::string out;
+    size_t at = 0;
+    for (const tok::TextSpan& span : spans) {
+        out.append(s, at, span.begin - at);
+        out += LITERAL_OPEN;
+        out.append(s, span.begin, span.end - span.begin);
+        out += LITERAL_CLOSE;
+        at = span.end;
+    }
+    return out.append(s, at);
+}
+
+// The rendered prompt without the brackets, and the spans they enclosed.
+std::string take_literal_spans(const std::string& rendered, std::vector<tok::TextSpan>& spans) {
+    std::string out;
+    out.reserve(rendered.size());
+    size_t open = std::string::npos;
+    for (char c : rendered) {
+        if (c == LITERAL_OPEN) open = out.size();
+        else if (c != LITERAL_CLOSE) out += c;
+        else if (open != std::string::npos) spans.push_back({open, out.size()}), open = std::string::npos;
+    }
+    return out;
+}
+
 // A message's content as the template sees it: a string (text parts joined).
 json message_content(const json& content, size_t i) {
     const std::string param = "messages[" + std::to_string(i) + "].content";
     if (content.is_null()) return "";
     if (content.is_string()) return content;
     if (!content.is_array()) throw invalid(param, "must be a string or a list of text parts");
+    check_length(content, MAX_PARTS, param);
     std::string text;
     for (const auto& part : content) {
         if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
@@ -129,11 +177,12 @@ json message_content(const json& content, size_t i) {
     return text;
 }
 
-json normalize_messages(const json& body) {
+json normalize_messages(const json& body, const tok::Tokenizer& tokenizer) {
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
         throw invalid("messages", "must be a non-empty list of messages");
     json messages = json::array();
     const json& in = body["messages"];
+    check_length(in, MAX_MESSAGES, "messages");
     for (size_t i = 0; i < in.size(); i++) {
         const std::string where = "messages[" + std::to_string(i) + "]";
         const json& m = in[i];
@@ -142,10 +191,12 @@ json normalize_messages(const json& body) {
         if (role == "developer") role = "system";  // the newer name; templates know "system"
         if (role != "system" && role != "user" && role != "assistant" && role != "tool")
             throw invalid(where + ".role", "must be one of system, developer, user, assistant, tool");
-        json out = {{"role", role}, {"content", message_content(m.value("content", json()), i)}};
-        if (m.contains("reasoning_content") && m["reasoning_content"].is_string()) out["reasoning_content"] = m["reasoning_content"];
+        json out = {{"role", role}, {"content", bracket_control_tokens(message_content(m.value("content", json()), i), tokenizer)}};
+        if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
+            out["reasoning_content"] = bracket_control_tokens(m["reasoning_content"], tokenizer);
         if (present(m, "tool_calls")) {
             if (!m["tool_calls"].is_array()) throw invalid(where + ".tool_calls", "must be a list");
+            check_length(m["tool_calls"], MAX_TOOL_CALLS, where + ".tool_calls");
             json calls = json::array();
             for (const auto& call : m["tool_calls"]) {
                 if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
@@ -154,7 +205,7 @@ json normalize_messages(const json& body) {
                 json fn = call["function"];
                 // OpenAI sends arguments as a JSON string; templates expect the object (…| tojson).
                 if (fn.contains("arguments") && fn["arguments"].is_string()) {
-                    json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+                    json parsed = parse_json(fn["arguments"].get<std::string>(), where + ".tool_calls[].function.arguments");
                     if (!parsed.is_discarded()) fn["arguments"] = parsed;
                 }
                 calls.push_back({{"id", call.value("id", "")}, {"type", "function"}, {"function", fn}});
@@ -173,6 +224,7 @@ json parse_tools(const json& body, bool& parse_calls, bool& required) {
     json tools = json::array();
     if (present(body, "tools")) {
         if (!body["tools"].is_array()) throw invalid("tools", "must be a list");
+        check_length(body["tools"], MAX_TOOLS, "tools");
         for (const auto& tool : body["tools"]) {
             if (!tool.is_object() || tool.value("type", "function") != "function" || !tool.contains("function") ||
                 !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string())
@@ -221,11 +273,45 @@ json error_json(const ApiError& e) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+json parse_json(std::string_view text, const std::string& what) {
+    // The depth is checked while parsing, so no deeper value exists for later code to recurse into.
+    const json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
+        if (depth > JSON_MAX_DEPTH)
+            throw ApiError(400, "[server] " + what + " nests deeper than " + std::to_string(JSON_MAX_DEPTH) + " levels (the limit)", "",
+                           "json_too_deep");
+        return true;
+    };
+    return json::parse(text, limit_depth, false);
+}
+
 json parse_body(const std::string& body) {
-    json j = json::parse(body, nullptr, false);
+    json j = parse_json(body, "the request body");
     if (j.is_discarded()) throw ApiError(400, "[server] the request body is not valid JSON");
     if (!j.is_object()) throw ApiError(400, "[server] the request body must be a JSON object");
     return j;
+}
+
+// The most bytes one token stands for: a prompt longer than n_ctx times this cannot fit the context,
+// whatever its tokens, so it is refused before tokenizing (which can cost ~200 bytes of RAM a byte).
+static size_t max_token_bytes(const tok::Tokenizer& tokenizer) {
+    static std::mutex mutex;
+    static std::unordered_map<const tok::Tokenizer*, std::pair<int32_t, size_t>> cache;  // -> (n_vocab, bytes)
+    std::lock_guard lock(mutex);
+    auto& entry = cache[&tokenizer];
+    if (entry.first != tokenizer.n_vocab() || entry.second == 0) {
+        size_t longest = 1;
+        for (int32_t id = 0; id < tokenizer.n_vocab(); id++) longest = std::max(longest, tokenizer.piece(id).size());
+        entry = {tokenizer.n_vocab(), longest};
+    }
+    return entry.second;
+}
+
+void check_prompt_bytes(size_t bytes, const llm::Session& session, const char* param) {
+    const size_t n_ctx = size_t(session.info().n_ctx), per_token = max_token_bytes(session.tokenizer());
+    if (bytes / per_token >= n_ctx)
+        throw ApiError(400, "[server] the prompt is " + std::to_string(bytes) + " bytes; at most " + std::to_string(per_token) +
+                                " bytes a token, it cannot fit the context of " + std::to_string(n_ctx) + " tokens",
+                       param, "context_length_exceeded");
 }
 
 Job parse_chat_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat, const std::string& model_name) {
@@ -237,7 +323,10 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     const tok::Tokenizer& tokenizer = session.tokenizer();
 
     bool required = false;
-    json context = {{"messages", normalize_messages(body)}};
+    json context = {{"messages", normalize_messages(body, tokenizer)}};
+    size_t content_bytes = 0;
+    for (const json& m : context["messages"]) content_bytes += m["content"].get_ref<const std::string&>().size();
+    check_prompt_bytes(content_bytes, session, "messages");
     json tools = parse_tools(body, job.router.parse_tool_calls, required);
     if (!tools.empty()) context["tools"] = tools;
     context["add_generation_prompt"] = true;
@@ -245,13 +334,22 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     context["eos_token"] = token_text(tokenizer, tokenizer.eos());
     if (present(body, "chat_template_kwargs")) {
         if (!body["chat_template_kwargs"].is_object()) throw invalid("chat_template_kwargs", "must be an object");
-        for (const auto& [key, value] : body["chat_template_kwargs"].items()) context[key] = value;
+        for (const auto& [key, value] : body["chat_template_kwargs"].items()) {
+            // What the server validated or the vocabulary defines is not the client's to replace.
+            for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "unk_token", "pad_token"})
+                if (key == reserved) throw invalid("chat_template_kwargs", "may not set '" + key + "' (the server sets it)");
+            context[key] = value;
+        }
     }
 
-    std::string prompt = render_chat(context);
+    std::vector<tok::TextSpan> literal;
+    std::string prompt = take_literal_spans(render_chat(context), literal);
     // The tokenizer adds BOS itself; a template that writes it too would double it.
     const std::string bos = context["bos_token"].get<std::string>();
-    if (tokenizer.add_bos() && !bos.empty() && prompt.starts_with(bos)) prompt.erase(0, bos.size());
+    if (tokenizer.add_bos() && !bos.empty() && prompt.starts_with(bos)) {
+        prompt.erase(0, bos.size());
+        for (tok::TextSpan& span : literal) span = {span.begin - std::min(span.begin, bos.size()), span.end - std::min(span.end, bos.size())};
+    }
     size_t end = prompt.find_last_not_of(" \n\r\t");
     job.router.start_in_reasoning = end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>");
     if (required) {  // no grammar yet: open the call ourselves (Hermes/Qwen style templates)
@@ -260,7 +358,8 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
         job.router.start_in_reasoning = false;
     }
     job.router.tools = tools;
-    job.prompt = tokenizer.encode(prompt, true, true);
+    check_prompt_bytes(prompt.size(), session, "messages");
+    job.prompt = tokenizer.encode_literal(prompt, true, literal);
     fit_context(body, session, job, "messages");
 
     if (present(body, "logprobs") && !body["logprobs"].is_boolean()) throw invalid("logprobs", "must be true or false");
@@ -283,8 +382,12 @@ Job parse_completion_request(const json& body, const llm::Session& session, cons
     json prompt = body["prompt"];
     if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) prompt = prompt[0];
     if (prompt.is_string()) {
+        check_prompt_bytes(prompt.get_ref<const std::string&>().size(), session, "prompt");
         job.prompt = tokenizer.encode(prompt.get<std::string>(), true, true);
     } else if (prompt.is_array() && !prompt.empty()) {
+        if (prompt.size() >= size_t(session.info().n_ctx))
+            throw ApiError(400, "[server] the prompt is " + std::to_string(prompt.size()) + " tokens, but the context holds " +
+                                    std::to_string(session.info().n_ctx), "prompt", "context_length_exceeded");
         for (const auto& id : prompt) {
             if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tokenizer.n_vocab())
                 throw invalid("prompt", "must be a string or a list of token ids below " + std::to_string(tokenizer.n_vocab()));

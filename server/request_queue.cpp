@@ -1,4 +1,5 @@
-// The request queue: arrival order, one request on the model at a time, a bounded number waiting.
+// The request queue: arrival order, one request on the model at a time, a bounded number waiting;
+// and the few slots for preparing prompts before a request joins it.
 #include "server/server_impl.h"
 
 #include <algorithm>
@@ -40,6 +41,25 @@ int RequestQueue::waiting() const {
 bool RequestQueue::busy() const {
     std::lock_guard lock(mutex_);
     return !line_.empty();
+}
+
+PromptSlots::Slot::Slot(PromptSlots& slots, const std::function<bool()>& gone) : slots_(slots) {
+    std::unique_lock lock(slots_.mutex_);
+    while (slots_.free_ == 0) {
+        slots_.freed_.wait_for(lock, std::chrono::milliseconds(50));
+        if (slots_.free_ == 0 && gone()) return;
+    }
+    slots_.free_--;
+    held_ = true;
+}
+
+PromptSlots::Slot::~Slot() {
+    if (!held_) return;
+    {
+        std::lock_guard lock(slots_.mutex_);
+        slots_.free_++;
+    }
+    slots_.freed_.notify_one();
 }
 
 }  // namespace server

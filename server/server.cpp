@@ -2,10 +2,11 @@
 // becomes an OpenAI-shaped error and the server keeps serving; generation requests go through the
 // queue to the one session; streaming is SSE.
 #include "llm/chat_template.h"
+#include "server/http_acceptor.h"
 #include "server/server_impl.h"
 #include "web_ui/web_ui.h"
 
-#include <httplib.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <chrono>
@@ -46,12 +47,18 @@ std::string generation_log(const Job& job, const Outcome& o) {
 
 struct Server::Impl {
     ServerOptions options;
-    httplib::Server http;
+    HttpCore http;
+    HttpAcceptor acceptor;
     std::atomic<llm::Session*> session{nullptr};
     ChatRenderer render_chat;
     RequestQueue queue;
+    PromptSlots prompt_slots{2};
     std::thread thread;
     int port = -1;
+    // Shutdown: no new generations; queued ones end; the running one stops at cut_at.
+    std::atomic<bool> stopping{false};
+    std::atomic<Clock::rep> cut_at{Clock::time_point::max().time_since_epoch().count()};
+    bool cut() const { return Clock::now().time_since_epoch().count() >= cut_at.load(); }
 
     struct Metrics {
         std::mutex mutex;
@@ -59,7 +66,25 @@ struct Server::Impl {
         double prefill_ms = 0, decode_ms = 0;
     } metrics;
 
-    explicit Impl(ServerOptions o) : options(std::move(o)), queue(options.queue_size) {}
+    explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(http, acceptor_options(options)), queue(options.queue_size) {}
+
+    static AcceptorOptions acceptor_options(const ServerOptions& o) {
+        AcceptorOptions a;
+        a.max_body = o.max_body;
+        a.max_connections = o.max_connections;
+        // Every request waiting in the queue holds a worker: enough that /health and a full queue's
+        // 503 still get through.
+        a.n_workers = std::max(o.queue_size, 0) + 8;
+        a.idle_timeout_ms = o.idle_timeout_ms;
+        a.header_timeout_ms = o.header_timeout_ms;
+        a.request_timeout_ms = o.request_timeout_ms;
+        a.policy.api_key = o.api_key;
+        a.policy.cors_origin = o.cors_origin;
+        a.policy.loopback_only_hosts = is_loopback_host(o.host);
+        a.policy.allowed_hosts = o.allowed_hosts;
+        if (o.log_requests) a.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+        return a;
+    }
 
     llm::Session& require_session() {
         llm::Session* s = session.load();
@@ -113,18 +138,33 @@ struct Server::Impl {
 };
 
 void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
     llm::Session& s = require_session();
     const json body = parse_body(req.body);
-    auto job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
-                                                                : parse_completion_request(body, s, model_name()));
+    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
+    auto gone = [watch] { return watch->gone(); };
+    auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
+    std::shared_ptr<Job> job;
+    {
+        // Rendering and tokenizing can take much memory and time: only a few at once.
+        PromptSlots::Slot slot(prompt_slots, gone_or_stopping);
+        if (!slot.held()) {
+            if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
+            t_log_detail = " · client went away before its prompt was prepared";
+            return;
+        }
+        job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
+                                                               : parse_completion_request(body, s, model_name()));
+    }
     std::shared_ptr<RequestQueue::Ticket> ticket = queue.enter();
     if (!ticket)
         throw ApiError(503, "[server] the queue is full (" + std::to_string(options.queue_size) + " waiting); retry later", "", "queue_full");
-    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
-    auto gone = [watch] { return watch->gone(); };
+    auto cut_now = [this] { return cut(); };
+    const ApiError shutting_down(503, "[server] shutting down: the request was still queued", "", "shutting_down");
 
     if (!job->stream) {
-        if (!ticket->wait_turn(gone)) {
+        if (!ticket->wait_turn(gone_or_stopping)) {
+            if (!watch->gone()) throw shutting_down;
             t_log_detail = " · client went away while queued";
             return;
         }
@@ -133,7 +173,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
             reply.text.append(std::move(d.text));
             for (auto& e : d.logprobs) reply.logprobs.push_back(std::move(e));
             return true;
-        }, gone);
+        }, gone, cut_now);
         ticket.reset();
         count(o);
         t_log_detail = generation_log(*job, o);
@@ -142,12 +182,19 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     }
 
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, job, ticket, gone, &s](size_t, httplib::DataSink& sink) mutable {
+    res.set_chunked_content_provider("text/event-stream", [this, job, ticket, watch, gone, gone_or_stopping, cut_now, shutting_down,
+                                                           &s](size_t, httplib::DataSink& sink) mutable {
         auto write = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
         auto write_json = [&](const json& j) { return write("data: " + dump(j) + "\n\n"); };
-        if (!ticket->wait_turn(gone)) {
-            t_log_detail = " · client went away while queued";
-            return false;
+        if (!ticket->wait_turn(gone_or_stopping)) {
+            if (watch->gone()) {
+                t_log_detail = " · client went away while queued";
+                return false;
+            }
+            write_json(error_json(shutting_down));  // the 200 and SSE headers are out: the end is an event
+            write("data: [DONE]\n\n");
+            sink.done();
+            return true;
         }
         StreamFormatter formatter(*job);
         for (const json& c : formatter.start()) write_json(c);
@@ -156,7 +203,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
                 for (const json& c : formatter.on_delta(d))
                     if (!write_json(c)) return false;
                 return true;
-            }, gone);
+            }, gone, cut_now);
             ticket.reset();
             count(o);
             t_log_detail = generation_log(*job, o);
@@ -185,19 +232,13 @@ void Server::Impl::routes() {
         if (req.method == "OPTIONS") {  // CORS preflight: answered here, no key needed
             if (!options.cors_origin.empty()) {
                 res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
                 res.set_header("Access-Control-Max-Age", "86400");
             }
             res.status = 204;
             return httplib::Server::HandlerResponse::Handled;
         }
-        const bool open_route = req.path == "/" || req.path == "/health";
-        if (!options.api_key.empty() && !open_route && req.get_header_value("Authorization") != "Bearer " + options.api_key) {
-            const bool missing = !req.has_header("Authorization");
-            send_json(res, 401, error_json(ApiError(401, missing ? "[server] missing API key: send 'Authorization: Bearer KEY'"
-                                                                 : "[server] invalid API key", "", "invalid_api_key")));
-            return httplib::Server::HandlerResponse::Handled;
-        }
+        // The API key, Host, Origin and body limits were checked by the acceptor before the body was read.
         return httplib::Server::HandlerResponse::Unhandled;
     });
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -212,8 +253,8 @@ void Server::Impl::routes() {
     });
     if (options.log_requests)
         http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-            std::fprintf(stderr, "[server] %s %s %d · %.1f ms%s\n", req.method.c_str(), req.path.c_str(), res.status,
-                         ms_since(t_request_start), t_log_detail.c_str());
+            std::fprintf(stderr, "[server] %s %s %d · %.1f ms%s\n", escape_for_log(req.method).c_str(), escape_for_log(req.path).c_str(),
+                         res.status, ms_since(t_request_start), t_log_detail.c_str());
         });
 
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -243,6 +284,7 @@ void Server::Impl::routes() {
         const tok::Tokenizer& tokenizer = require_session().tokenizer();
         const json body = parse_body(req.body);
         if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "[server] 'content' must be a string", "content");
+        check_prompt_bytes(body["content"].get_ref<const std::string&>().size(), require_session(), "content");
         const bool add_special = body.value("add_special", false), with_pieces = body.value("with_pieces", false);
         json tokens = json::array();
         for (int32_t id : tokenizer.encode(body["content"].get<std::string>(), add_special, true)) {
@@ -255,6 +297,7 @@ void Server::Impl::routes() {
         const tok::Tokenizer& tokenizer = require_session().tokenizer();
         const json body = parse_body(req.body);
         if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "[server] 'tokens' must be a list of token ids", "tokens");
+        if (body["tokens"].size() > size_t(1 << 20)) throw ApiError(400, "[server] 'tokens' may hold at most 1048576 ids", "tokens");
         std::vector<int32_t> ids;
         for (const auto& id : body["tokens"]) {
             if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tokenizer.n_vocab())
@@ -286,11 +329,10 @@ void Server::Impl::routes() {
 }
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
-    // Every connection holds a thread while it waits in the queue: enough threads that /health and
-    // a full queue's 503 still get through.
-    const size_t n_threads = size_t(std::max(impl_->options.queue_size, 0)) + 8;
-    impl_->http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-    impl_->http.set_payload_max_length(64 << 20);
+    impl_->http.set_payload_max_length(impl_->options.max_body);
+    // Request bodies come and go in buffers of up to max_body: a fixed mmap threshold gives each large
+    // one back to the system when freed (glibc's adaptive threshold would keep them in the heap).
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     impl_->routes();
 }
 
@@ -302,25 +344,37 @@ void Server::attach(llm::Session& session, ChatRenderer render_chat) {
 }
 
 int Server::bind() {
-    const auto& o = impl_->options;
-    impl_->port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
-    if (impl_->port < 0)
-        throw std::runtime_error("[server] cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this machine)");
+    impl_->port = impl_->acceptor.bind(impl_->options.host, impl_->options.port);
     return impl_->port;
 }
 
-void Server::run() { impl_->http.listen_after_bind(); }
+void Server::run() { impl_->acceptor.run(); }
 
 void Server::start() {
     bind();
     impl_->thread = std::thread([this] { run(); });
-    for (int i = 0; i < 5000 && !impl_->http.is_running(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (!impl_->http.is_running()) throw std::runtime_error("[server] the listener did not start");
+    for (int i = 0; i < 5000 && !impl_->acceptor.running(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!impl_->acceptor.running()) throw std::runtime_error("[server] the listener did not start");
 }
 
 void Server::stop() {
-    impl_->http.stop();
+    impl_->stopping = true;
+    impl_->cut_at = Clock::now().time_since_epoch().count();
+    impl_->acceptor.shutdown();
     if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+bool Server::shutdown() {
+    const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(impl_->options.shutdown_timeout_s));
+    const auto deadline = Clock::now() + timeout;
+    // The running reply gets most of the time to end by itself; the last second is for its final chunk.
+    impl_->cut_at = std::max(Clock::now(), deadline - std::chrono::seconds(1)).time_since_epoch().count();
+    impl_->stopping = true;
+    impl_->acceptor.shutdown();
+    while (impl_->acceptor.running() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (impl_->acceptor.running()) return false;
+    if (impl_->thread.joinable()) impl_->thread.join();
+    return true;
 }
 
 int Server::port() const { return impl_->port; }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace server {
 
@@ -24,10 +25,15 @@ struct ServerOptions {
     std::string host = "127.0.0.1";
     int port = 8080;             // 0: any free port (see Server::port())
     std::string api_key;         // "": no authentication
-    std::string cors_origin;     // "": no CORS headers; "*" or an origin
+    std::string cors_origin;     // "": no CORS headers, cross-origin requests refused; "*" or an origin
+    std::vector<std::string> allowed_hosts;  // Host names accepted besides loopback ones (--allow-host)
     int queue_size = 64;         // requests that may wait behind the running one; more get 503
     std::string model_name;      // "": the session's model name
     bool log_requests = true;    // one line per request on stderr
+    size_t max_body = 32 << 20;  // request body bytes, however framed; more get 413
+    int max_connections = 512;   // open connections; the longest-idle one makes room, else 503
+    int idle_timeout_ms = 5000, header_timeout_ms = 10000, request_timeout_ms = 60000;
+    double shutdown_timeout_s = 10;  // shutdown(): how long running requests may take to end
 };
 
 class Server {
@@ -44,6 +50,11 @@ public:
     void run();    // serves until stop() (call bind() first)
     void start();  // bind() and run() on a background thread
     void stop();   // stops accepting, waits for the background thread
+    // Graceful stop: no new connections; queued requests end with a 503 (or an error event and
+    // [DONE] on a stream); the running one may go on until shutdown_timeout_s minus a second, then
+    // ends like a reply cut short (finish_reason "length", [DONE]). Returns once run() has returned
+    // or the timeout passed (false).
+    bool shutdown();
     int port() const;
 
     struct Impl;
@@ -51,6 +62,15 @@ public:
 private:
     std::unique_ptr<Impl> impl_;
 };
+
+// SIGTERM/SIGINT end the process through server.shutdown(): exit 0 once it returns in time, 1 if
+// requests were still running at the timeout. Call before starting threads (it blocks the signals).
+void shut_down_on_signal(Server& server);
+
+// The API key to require: --api-key, else the first line of --api-key-file, else $TINYLLM_API_KEY
+// (a key on the command line is visible to every user in ps). Throws std::runtime_error naming the
+// file it cannot read or an empty key.
+std::string resolve_api_key(const std::string& from_flag, const std::string& key_file);
 
 struct ChatOptions {
     std::string system_prompt;

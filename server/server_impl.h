@@ -47,7 +47,14 @@ struct Job {
     llm::RouterOptions router;
 };
 
-json parse_body(const std::string& body);  // throws ApiError 400 on invalid JSON or a non-object
+constexpr int JSON_MAX_DEPTH = 256;
+// JSON from a client: discarded when invalid; throws ApiError 400 when it nests deeper than
+// JSON_MAX_DEPTH (`what` names it in the message).
+json parse_json(std::string_view text, const std::string& what);
+json parse_body(const std::string& body);  // throws ApiError 400 on invalid JSON, a non-object or too deep
+// A prompt of `bytes` that could not fit the context even at the vocabulary's longest token is
+// refused (ApiError 400 context_length_exceeded) before anyone tokenizes it.
+void check_prompt_bytes(size_t bytes, const llm::Session& session, const char* param);
 Job parse_chat_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat,
                        const std::string& model_name);
 Job parse_completion_request(const json& body, const llm::Session& session, const std::string& model_name);
@@ -63,12 +70,14 @@ struct Outcome {
     llm::GenerateResult result;
     std::string finish_reason;  // stop, length, tool_calls ("" when the client went away)
     bool client_gone = false;
+    bool interrupted = false;   // cut short by interrupted() (server shutdown): finish_reason length
 };
 
 // Runs `job` on the session, calling on_delta as text arrives (it returns false once the client is
-// gone). Stops within one token of client_gone() turning true.
+// gone). Stops within one token of client_gone() or interrupted() turning true; an interrupted reply
+// still ends normally, as one cut short by max_tokens.
 Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
-                       const std::function<bool()>& client_gone);
+                       const std::function<bool()>& client_gone, const std::function<bool()>& interrupted = {});
 
 // Response bodies. Streams: the first chunk carries role "assistant", tool calls come as a header
 // delta (index, id, type, name) then an arguments delta, the last chunk has an empty delta and the
@@ -116,6 +125,30 @@ private:
     std::deque<uint64_t> line_;  // ticket numbers; the front one holds the model
     uint64_t next_ = 0;
     int max_waiting_;
+};
+
+// At most `n` holders at once (requests rendering and tokenizing their prompts); the others wait,
+// giving up when gone() turns true.
+class PromptSlots {
+public:
+    explicit PromptSlots(int n) : free_(n) {}
+    class Slot {
+    public:
+        Slot(PromptSlots& slots, const std::function<bool()>& gone);
+        ~Slot();
+        Slot(const Slot&) = delete;
+        Slot& operator=(const Slot&) = delete;
+        bool held() const { return held_; }
+
+    private:
+        PromptSlots& slots_;
+        bool held_ = false;
+    };
+
+private:
+    std::mutex mutex_;
+    std::condition_variable freed_;
+    int free_;
 };
 
 // Notices when an HTTP client has gone away, by peeking at its connection's socket (found from the

@@ -19,6 +19,10 @@ struct Error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+struct TextSpan {
+    size_t begin = 0, end = 0;  // byte offsets, end exclusive
+};
+
 class Tokenizer {
 public:
     virtual ~Tokenizer() = default;
@@ -29,6 +33,13 @@ public:
     // parse_special: control/user-defined tokens written literally in `text` become their ids
     // (user-defined tokens always do, as in llama.cpp and Hugging Face tokenizers).
     virtual std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const = 0;
+    // Where control tokens are written literally in `text` (what encode(…, parse_special) makes ids).
+    virtual std::vector<TextSpan> control_spans(std::string_view) const { return {}; }
+    // encode(text, add_special, true), except that control tokens inside a `literal` span (sorted,
+    // disjoint) stay text: a chat prompt's markup becomes control tokens, the client's text never does.
+    virtual std::vector<int32_t> encode_literal(std::string_view text, bool add_special, const std::vector<TextSpan>&) const {
+        return encode(text, add_special, true);
+    }
     // The text of `ids`, special tokens included as their text, byte for byte (it may end in the middle
     // of a UTF-8 sequence). SentencePiece vocabularies drop the space they put in front of the text.
     virtual std::string decode(const std::vector<int32_t>& ids) const;

@@ -165,10 +165,41 @@ void Vocab::load_common(const gguf::File& f, const Defaults& d) {
 // --- encode / decode --------------------------------------------------------------------------------
 
 std::vector<int32_t> Vocab::encode(std::string_view text, bool add_special, bool parse_special) const {
-    std::vector<int32_t> out;
-    if (add_special && add_bos_) out.push_back(bos_);
     std::vector<Fragment> fragments;
     specials_.split(text, parse_special, fragments);
+    return encode_fragments(text, add_special, fragments);
+}
+
+std::vector<TextSpan> Vocab::control_spans(std::string_view text) const {
+    std::vector<Fragment> fragments;
+    specials_.split(text, true, fragments);
+    std::vector<TextSpan> spans;
+    for (const Fragment& fr : fragments)
+        if (fr.token >= 0 && is_control(fr.token)) spans.push_back({fr.begin, fr.end});
+    return spans;
+}
+
+std::vector<int32_t> Vocab::encode_literal(std::string_view text, bool add_special, const std::vector<TextSpan>& literal) const {
+    std::vector<Fragment> fragments, merged;
+    specials_.split(text, true, fragments);
+    size_t next = 0;  // literal spans are sorted: the first that may still overlap
+    for (const Fragment& fr : fragments) {
+        while (next < literal.size() && literal[next].end <= fr.begin) next++;
+        const bool in_literal = next < literal.size() && literal[next].begin < fr.end;
+        if (fr.token >= 0 && !(in_literal && is_control(fr.token))) {
+            merged.push_back(fr);
+        } else if (!merged.empty() && merged.back().token < 0 && merged.back().end == fr.begin) {
+            merged.back().end = fr.end;  // a demoted token joins the text around it
+        } else {
+            merged.push_back({-1, fr.begin, fr.end});
+        }
+    }
+    return encode_fragments(text, add_special, merged);
+}
+
+std::vector<int32_t> Vocab::encode_fragments(std::string_view text, bool add_special, const std::vector<Fragment>& fragments) const {
+    std::vector<int32_t> out;
+    if (add_special && add_bos_) out.push_back(bos_);
     for (const Fragment& fr : fragments) {
         if (fr.token >= 0) out.push_back(fr.token);
         else encode_fragment(text.substr(fr.begin, fr.end - fr.begin), out);

@@ -144,6 +144,8 @@ private:
 class Vocab : public Tokenizer {
 public:
     std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
+    std::vector<TextSpan> control_spans(std::string_view text) const override;
+    std::vector<int32_t> encode_literal(std::string_view text, bool add_special, const std::vector<TextSpan>& literal) const override;
     std::string piece(int32_t id) const override;
     std::string token_text(int32_t id, bool first) const override;
     int32_t n_vocab() const override { return int32_t(tokens_.size()); }
@@ -162,6 +164,8 @@ protected:
     void load_common(const gguf::File& file, const Defaults& defaults);
     // Appends the ids of one raw text fragment (no special tokens in it).
     virtual void encode_fragment(std::string_view text, std::vector<int32_t>& out) const = 0;
+    std::vector<int32_t> encode_fragments(std::string_view text, bool add_special, const std::vector<Fragment>& fragments) const;
+    bool is_control(int32_t id) const { return types_[size_t(id)] == CONTROL || types_[size_t(id)] == UNKNOWN; }
     std::string where() const { return "[tokenizer] " + path_ + ": "; }
 
     std::string path_;

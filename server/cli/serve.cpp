@@ -6,20 +6,27 @@
 #include <memory>
 #include <thread>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace cli {
 
 namespace {
 
-constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K] [--cors ORIGIN]
-                     [--max-context N] [--queue N] [--device CPU] [--threads N]
+constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]
+                     [--cors ORIGIN] [--allow-host H] [--max-context N] [--queue N] [--max-body BYTES]
+                     [--shutdown-timeout S] [--device CPU] [--threads N]
   --model M        GGUF model (default: the built-in stories260K)
   --host, --port   where to listen (--port 0: any free port; the URL is printed when ready)
-  --api-key K      require 'Authorization: Bearer K' (not for / and /health)
-  --cors ORIGIN    allow browser pages from ORIGIN ("*": any) to call the API
+  --api-key K      require 'Authorization: Bearer K' or 'x-api-key: K' (not for / and /health)
+  --api-key-file F the key from the first line of F (or set TINYLLM_API_KEY): not visible in ps
+  --cors ORIGIN    allow browser pages from ORIGIN ("*": any) to call the API; without it,
+                   cross-origin requests are refused
+  --allow-host H   accept 'Host: H' too (bound to loopback, only loopback Host names are accepted)
   --max-context N  context length in tokens (default: the model's, capped at 4096)
   --queue N        requests that may wait for the model (default 64); more get 503
+  --max-body BYTES largest request body (default 33554432); more get 413
+  --shutdown-timeout S  SIGTERM/SIGINT: seconds running requests get to end (default 10)
 )";
 
 int parse_int(Args& args, const std::string& flag, int fallback) {
@@ -47,8 +54,20 @@ int cmd_serve(const std::vector<std::string>& argv) {
     if (!args.value("--model", "-m", session_options.model_path)) session_options.model_path = builtin_model_path();
     args.value("--host", options.host);
     options.port = parse_int(args, "--port", 8080);
-    args.value("--api-key", options.api_key);
+    std::string api_key, api_key_file, host;
+    args.value("--api-key", api_key);
+    args.value("--api-key-file", api_key_file);
+    options.api_key = server::resolve_api_key(api_key, api_key_file);
     args.value("--cors", options.cors_origin);
+    while (args.value("--allow-host", host)) options.allowed_hosts.push_back(host);
+    options.max_body = size_t(parse_int(args, "--max-body", int(options.max_body)));
+    std::string timeout;
+    if (args.value("--shutdown-timeout", timeout)) {
+        char* end = nullptr;
+        options.shutdown_timeout_s = std::strtod(timeout.c_str(), &end);
+        if (timeout.empty() || *end || !(options.shutdown_timeout_s >= 0))
+            args.usage_error("--shutdown-timeout needs a number of seconds, not '" + timeout + "'");
+    }
     session_options.n_ctx = parse_int(args, "--max-context", 0);
     options.queue_size = parse_int(args, "--queue", 64);
     args.value("--device", session_options.device);
@@ -57,6 +76,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
 
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
     server::Server server(options);
+    server::shut_down_on_signal(server);
     const int port = server.bind();  // listen first: /health says 503 while the model loads
     std::thread loop([&] { server.run(); });
     std::unique_ptr<llm::Session> session;

@@ -1,6 +1,7 @@
 // tinyllm_fake: the server or the terminal chat over the scripted model, for tests that need a real
 // process (Node's openai client, headless Chromium, pipes and ptys).
-//   tinyllm_fake serve [--port N] [--delay MS] [--words N] [--ctx N] [--api-key K]
+//   tinyllm_fake serve [--port N] [--delay MS] [--words N] [--ctx N] [--api-key K] [--cors O]
+//                      [--max-body N] [--shutdown-timeout S] [--header-timeout MS] [--queue N]
 //   tinyllm_fake chat [--delay MS] [--words N]
 // The reply echoes the last user message, then N filler words (so a slow stream can be stopped).
 #include "fake/fake_model.h"
@@ -30,8 +31,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: tinyllm_fake serve|chat [--port N] [--delay MS] [--words N] [--ctx N] [--api-key K]\n");
         return 2;
     }
-    std::string mode = argv[1], api_key;
-    int port = 0, delay = 0, words = 0, n_ctx = 512;
+    std::string mode = argv[1], api_key, cors;
+    int port = 0, delay = 0, words = 0, n_ctx = 512, header_timeout = 10000, queue = 64;
+    long max_body = 32 << 20;
+    double shutdown_timeout = 10;
     for (int i = 2; i + 1 < argc; i += 2) {
         std::string flag = argv[i];
         if (flag == "--port") port = std::stoi(argv[i + 1]);
@@ -39,6 +42,11 @@ int main(int argc, char** argv) {
         else if (flag == "--words") words = std::stoi(argv[i + 1]);
         else if (flag == "--ctx") n_ctx = std::stoi(argv[i + 1]);
         else if (flag == "--api-key") api_key = argv[i + 1];
+        else if (flag == "--cors") cors = argv[i + 1];
+        else if (flag == "--max-body") max_body = std::stol(argv[i + 1]);
+        else if (flag == "--shutdown-timeout") shutdown_timeout = std::stod(argv[i + 1]);
+        else if (flag == "--header-timeout") header_timeout = std::stoi(argv[i + 1]);
+        else if (flag == "--queue") queue = std::stoi(argv[i + 1]);
     }
 
     fake::ScriptedSession session(n_ctx);
@@ -62,7 +70,14 @@ int main(int argc, char** argv) {
     server::ServerOptions options;
     options.port = port;
     options.api_key = api_key;
+    options.cors_origin = cors;
+    options.max_body = size_t(max_body);
+    options.shutdown_timeout_s = shutdown_timeout;
+    options.header_timeout_ms = header_timeout;
+    options.queue_size = queue;
+    signal(SIGPIPE, SIG_IGN);
     server::Server server(options);
+    server::shut_down_on_signal(server);
     server.attach(session, fake::render_chatml);
     int bound = server.bind();
     std::printf("tinyllm_fake listening on http://127.0.0.1:%d\n", bound);

@@ -20,12 +20,33 @@ constexpr Special SPECIALS[] = {{ByteTokenizer::BOS, "<s>"}, {ByteTokenizer::EOS
 }  // namespace
 
 std::vector<int32_t> ByteTokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+    if (parse_special) return encode_literal(text, add_special, {});
+    std::vector<int32_t> ids;
+    if (add_special) ids.push_back(BOS);
+    for (unsigned char c : text) ids.push_back(3 + c);
+    return ids;
+}
+
+std::vector<tok::TextSpan> ByteTokenizer::control_spans(std::string_view text) const {
+    std::vector<tok::TextSpan> spans;
+    for (size_t i = 0; i < text.size(); i++)
+        for (const auto& s : SPECIALS)
+            if (text.substr(i).starts_with(s.text)) {
+                spans.push_back({i, i + s.text.size()});
+                i += s.text.size() - 1;
+                break;
+            }
+    return spans;
+}
+
+std::vector<int32_t> ByteTokenizer::encode_literal(std::string_view text, bool add_special, const std::vector<tok::TextSpan>& literal) const {
     std::vector<int32_t> ids;
     if (add_special) ids.push_back(BOS);
     for (size_t i = 0; i < text.size();) {
         bool special = false;
+        const bool in_literal = std::any_of(literal.begin(), literal.end(), [&](const tok::TextSpan& l) { return l.begin <= i && i < l.end; });
         for (const auto& s : SPECIALS)
-            if (parse_special && text.substr(i).starts_with(s.text)) {
+            if (!in_literal && text.substr(i).starts_with(s.text)) {
                 ids.push_back(s.id);
                 i += s.text.size();
                 special = true;

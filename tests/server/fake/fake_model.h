@@ -19,6 +19,8 @@ class ByteTokenizer : public tok::Tokenizer {
 public:
     static constexpr int32_t BOS = 1, EOS = 2, IM_START = 259, IM_END = 260;
     std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
+    std::vector<tok::TextSpan> control_spans(std::string_view text) const override;
+    std::vector<int32_t> encode_literal(std::string_view text, bool add_special, const std::vector<tok::TextSpan>& literal) const override;
     std::string decode(const std::vector<int32_t>& ids) const override;  // specials render as nothing
     std::string piece(int32_t id) const override;
     std::string token_text(int32_t id, bool) const override { return decode({id}); }
