@@ -56,9 +56,9 @@ std::shared_ptr<const Grammar> parse_gbnf(std::string_view text);
 // A JSON Schema as GBNF text whose root produces one compact JSON value the schema accepts. Throws
 // GrammarError naming any keyword it does not support.
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
-// Rules of `schema` added to an existing rule set under `name` (for tool-call grammars); returns the
-// GBNF lines, the value rule being `name`.
-std::string json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name);
+// GBNF rules for several schemas at once (tool-call grammars): rule `name` produces a value of its
+// schema; the shared JSON rules (json-value, json-string, ...) are written once.
+std::string json_schema_rules(const std::vector<std::pair<std::string, nlohmann::ordered_json>>& schemas);
 // A GBNF string literal for `text` (quotes and escapes included).
 std::string gbnf_literal(std::string_view text);
 

@@ -78,16 +78,15 @@ std::string integers_between(int64_t lo, int64_t hi) {
     return alts.size() == 1 ? alts[0] : "(" + alts[0] + " | " + alts[1] + ")";
 }
 
+// Converts one schema (its $refs resolve against it) into rules of a shared rule set.
 class Converter {
 public:
-    explicit Converter(const json& root) : root_(root) {}
+    Converter(const json& root, std::map<std::string, std::string>& rules) : root_(root), rules_(rules) {}
 
-    std::string convert(const std::string& name) {
+    void convert(const std::string& name) {
+        prefix_ = name;
         std::string top = visit(root_, name, "");
-        std::string out;
-        if (top != name) out += name + " ::= " + top + "\n";
-        for (const auto& [rule, body] : rules_) out += rule + " ::= " + body + "\n";
-        return out + PRIMITIVES;
+        if (top != name) rules_[name] = top;
     }
 
 private:
@@ -130,7 +129,7 @@ private:
             const std::string ref = s["$ref"].is_string() ? s["$ref"].get<std::string>() : "";
             auto it = refs_.find(ref);
             if (it != refs_.end()) return it->second;
-            std::string rule = sanitize("ref" + ref.substr(1));
+            std::string rule = sanitize(prefix_ + "-ref" + ref.substr(1));
             refs_[ref] = rule;  // before visiting: recursive schemas refer to it
             rules_[rule] = "";
             std::string body = visit(resolve(ref, where), rule, ref);
@@ -367,17 +366,22 @@ private:
     }
 
     const json& root_;
-    std::map<std::string, std::string> rules_;
+    std::map<std::string, std::string>& rules_;
     std::map<std::string, std::string> refs_;
+    std::string prefix_;
     int counter_ = 0;
 };
 
 }  // namespace
 
-std::string json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name) {
-    return Converter(schema).convert(name);
+std::string json_schema_rules(const std::vector<std::pair<std::string, nlohmann::ordered_json>>& schemas) {
+    std::map<std::string, std::string> rules;
+    for (const auto& [name, schema] : schemas) Converter(schema, rules).convert(name);
+    std::string out;
+    for (const auto& [rule, body] : rules) out += rule + " ::= " + body + "\n";
+    return out + PRIMITIVES;
 }
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return json_schema_rules(schema, "root"); }
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return json_schema_rules({{"root", schema}}); }
 
 }  // namespace llm
