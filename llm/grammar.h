@@ -114,11 +114,12 @@ struct GrammarStacks {
     const GrammarElement* top(size_t i) const { return ends[i] == begin_of(i) ? nullptr : data[ends[i] - 1]; }
 };
 
-// An incomplete UTF-8 sequence carried across tokens: value so far and continuation bytes missing
-// (-1: invalid).
+// An incomplete UTF-8 sequence carried across tokens: value so far, continuation bytes missing
+// (-1: invalid) and the sequence's length.
 struct PartialUtf8 {
     uint32_t value = 0;
     int n_remain = 0;
+    int len = 0;  // bytes of the whole sequence
 };
 
 // Where a grammar stands after the text so far, and which tokens may come next.
@@ -140,6 +141,7 @@ private:
     bool advance_token_refs(const GrammarStacks& from, int32_t id, GrammarStacks& out) const;
     void compute_mask(std::vector<uint64_t>& mask);
     void visit(uint32_t node, size_t depth, std::vector<uint64_t>& mask);
+    bool can_complete(const GrammarStacks& from, PartialUtf8 partial, uint32_t node);
     std::string state_key() const;
 
     std::shared_ptr<const Grammar> grammar_;
@@ -154,6 +156,7 @@ private:
     std::vector<GrammarStacks> level_;
     std::vector<size_t> level_of_;
     std::vector<const GrammarElement*> work_;
+    GrammarStacks scratch_;
     std::vector<PartialUtf8> partial_at_;
     friend struct GrammarExpand;
 };

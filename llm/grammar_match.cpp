@@ -56,13 +56,15 @@ bool match_partial_char(const GrammarElement* pos, PartialUtf8 partial) {
     return !positive;
 }
 
-// One byte of UTF-8 into `p`; returns true with `cp` set when it completes a code point.
+// One byte of UTF-8 into `p`; returns true with `cp` set when it completes a code point. Overlong
+// forms, surrogates and values past U+10FFFF are invalid (n_remain -1), as soon as their first two
+// bytes show it.
 bool feed_utf8(PartialUtf8& p, uint8_t b, uint32_t& cp) {
     if (p.n_remain == 0) {
         if (b < 0x80) return cp = b, true;
-        if ((b & 0xE0) == 0xC0) p = {uint32_t(b & 0x1F), 1};
-        else if ((b & 0xF0) == 0xE0) p = {uint32_t(b & 0x0F), 2};
-        else if ((b & 0xF8) == 0xF0) p = {uint32_t(b & 0x07), 3};
+        if ((b & 0xE0) == 0xC0) p = {uint32_t(b & 0x1F), (b & 0x1F) < 2 ? -1 : 1, 2};
+        else if ((b & 0xF0) == 0xE0) p = {uint32_t(b & 0x0F), 2, 3};
+        else if ((b & 0xF8) == 0xF0) p = {uint32_t(b & 0x07), 3, 4};
         else p.n_remain = -1;
         return false;
     }
@@ -71,9 +73,19 @@ bool feed_utf8(PartialUtf8& p, uint8_t b, uint32_t& cp) {
         return false;
     }
     p.value = (p.value << 6) | (b & 0x3F);
-    if (--p.n_remain == 0) {
+    p.n_remain--;
+    if (p.len - p.n_remain == 2) {  // the first two bytes bound the code point
+        const bool bad = p.len == 3 ? p.value < 0x20 || (p.value >= 0x360 && p.value <= 0x37F)
+                                    : p.len == 4 && (p.value < 0x10 || p.value > 0x10F);
+        if (bad) {
+            p.n_remain = -1;
+            return false;
+        }
+    }
+    if (p.n_remain == 0) {
         cp = p.value;
         p.value = 0;
+        p.len = 0;
         return true;
     }
     return false;
@@ -293,6 +305,24 @@ void GrammarMatcher::compute_mask(std::vector<uint64_t>& mask) {
     visit(0, 0, mask);
 }
 
+bool GrammarMatcher::can_complete(const GrammarStacks& from, PartialUtf8 partial, uint32_t node) {
+    const GrammarVocab::Node& n = vocab_.nodes()[node];
+    GrammarExpand ex{alternatives_, work_};
+    for (uint32_t c = 0; c < n.n_children; c++) {
+        const GrammarVocab::Child& child = vocab_.children()[n.first_child + c];
+        PartialUtf8 p = partial;
+        uint32_t cp = 0;
+        if (feed_utf8(p, child.byte, cp)) {
+            scratch_.clear();
+            ex.advance(from, cp, scratch_);
+            if (!scratch_.empty()) return true;
+        } else if (p.n_remain > 0 && can_complete(from, p, child.node)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void GrammarMatcher::visit(uint32_t node, size_t depth, std::vector<uint64_t>& mask) {
     const GrammarVocab::Node& n = vocab_.nodes()[node];
     GrammarExpand ex{alternatives_, work_};
@@ -317,7 +347,10 @@ void GrammarMatcher::visit(uint32_t node, size_t depth, std::vector<uint64_t>& m
         level_of_[depth + 1] = at;
         partial_at_[depth + 1] = p;
         const GrammarVocab::Node& cn = vocab_.nodes()[child.node];
-        for (uint32_t t = 0; t < cn.n_tokens; t++) {
+        // a token that ends inside a character is allowed only if some token can finish that character
+        // in a way the grammar takes: otherwise the generation would reach a dead end
+        const bool ends_ok = p.n_remain == 0 || (cn.n_tokens > 0 && can_complete(level_[at], p, 0));
+        for (uint32_t t = 0; t < cn.n_tokens && ends_ok; t++) {
             int32_t id = vocab_.node_tokens()[cn.first_token + t];
             mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
         }

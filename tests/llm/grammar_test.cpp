@@ -180,3 +180,17 @@ TEST_CASE("grammar constraint: lazy until a trigger word, then constrained") {
     CHECK(logits[size_t(id("x"))] < -1e30f);
     CHECK(logits[size_t(id("7"))] == 0.0f);
 }
+
+TEST_CASE("grammar matcher: overlong forms and surrogates are not characters, even split across tokens") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    auto grammar = llm::parse_gbnf("root ::= [^a]+");
+    for (std::string bad : {"\xC0\x80", "\xE0\x82\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80"}) {
+        llm::GrammarMatcher m(grammar, vocab);
+        bool ok = true;
+        for (char c : bad) ok = ok && m.accept_token(tk.encode(std::string(1, c), false, true)[0]);
+        CHECK_FALSE(ok);
+    }
+    llm::GrammarMatcher good(grammar, vocab);
+    CHECK(good.accept_text("\xF0\x9F\x98\x80\xE2\x82\xAC"));  // 😀€
+}
