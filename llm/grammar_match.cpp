@@ -316,8 +316,10 @@ bool GrammarMatcher::can_complete(const GrammarStacks& from, PartialUtf8 partial
             scratch_.clear();
             ex.advance(from, cp, scratch_);
             if (!scratch_.empty()) return true;
-        } else if (p.n_remain > 0 && can_complete(from, p, child.node)) {
-            return true;
+        } else if (p.n_remain > 0) {
+            // the character may go on inside this token, or in the next one after a token ending here
+            if (can_complete(from, p, child.node)) return true;
+            if (vocab_.nodes()[child.node].n_tokens > 0 && can_complete(from, p, 0)) return true;
         }
     }
     return false;

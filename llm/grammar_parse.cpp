@@ -191,10 +191,11 @@ private:
                 if (peek() == '^') pos_++, first = GrammarOp::CHAR_NOT;
                 bool any = false;
                 while (!at_end() && peek() != ']') {
+                    if (peek() == '\n') throw error_at(open, "unterminated character class");
                     uint32_t lo = code_point();
                     out.push_back({any ? GrammarOp::CHAR_ALT : first, lo});
                     any = true;
-                    if (peek() == '-' && peek(1) != ']' && pos_ + 1 < src_.size()) {
+                    if (peek() == '-' && peek(1) != ']' && peek(1) != '\n' && pos_ + 1 < src_.size()) {
                         pos_++;
                         uint32_t hi = code_point();
                         if (hi < lo) throw error("character range with its end below its start");

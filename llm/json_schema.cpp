@@ -203,7 +203,8 @@ private:
             if (i > 0 && (!part.is_object() || (part.contains("type") && part["type"] != "object")))
                 fail(where, "'allOf' is supported for object schemas only");
             if (i > 0) check_keywords(part, {"type", "properties", "required", "additionalProperties"}, where + "/allOf");
-            for (const auto& [k, v] : part.value("properties", json::object()).items()) merged["properties"][k] = v;
+            const json props = part.value("properties", json::object());
+            for (const auto& [k, v] : props.items()) merged["properties"][k] = v;
             for (const auto& r : part.value("required", json::array()))
                 if (std::find(merged["required"].begin(), merged["required"].end(), r) == merged["required"].end()) merged["required"].push_back(r);
             if (part.contains("additionalProperties")) merged["additionalProperties"] = part["additionalProperties"];

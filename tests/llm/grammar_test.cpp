@@ -194,3 +194,45 @@ TEST_CASE("grammar matcher: overlong forms and surrogates are not characters, ev
     llm::GrammarMatcher good(grammar, vocab);
     CHECK(good.accept_text("\xF0\x9F\x98\x80\xE2\x82\xAC"));  // 😀€
 }
+
+TEST_CASE("json schema: extra keys beside declared ones never repeat a declared key") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    auto schema = nlohmann::ordered_json::parse(R"({"type":"object","properties":{"a":{"type":"boolean"},"ab":{"type":"boolean"}},
+        "additionalProperties":{"enum":[1,2]}})");
+    auto grammar = llm::parse_gbnf(llm::json_schema_to_gbnf(schema));
+    auto accepts = [&](const std::string& text) {
+        llm::GrammarMatcher m(grammar, vocab);
+        return m.accept_text(text) && m.can_end();
+    };
+    CHECK(accepts(R"({"a":true,"ab":false,"b":1,"abc":2,"":1})"));
+    CHECK(accepts(R"({"x":2})"));
+    CHECK_FALSE(accepts(R"({"a":true,"a":1})"));
+    CHECK_FALSE(accepts(R"({"ab":1})"));
+    CHECK_FALSE(accepts(R"({"a":true,"c":3})"));
+}
+
+TEST_CASE("json schema: integer bounds, formats and unsupported keywords") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    auto accepts = [&](const char* schema, const std::string& text) {
+        llm::GrammarMatcher m(llm::parse_gbnf(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(schema))), vocab);
+        return m.accept_text(text) && m.can_end();
+    };
+    const char* range = R"({"type":"integer","minimum":-40,"maximum":125})";
+    for (int v = -60; v <= 140; v++) CHECK(accepts(range, std::to_string(v)) == (v >= -40 && v <= 125));
+    CHECK_FALSE(accepts(range, "-0"));
+    CHECK_FALSE(accepts(range, "007"));
+    CHECK(accepts(R"({"type":"integer","exclusiveMinimum":99,"exclusiveMaximum":1000})", "100"));
+    CHECK_FALSE(accepts(R"({"type":"integer","exclusiveMinimum":99,"exclusiveMaximum":1000})", "1000"));
+    CHECK(accepts(R"({"type":"string","format":"date"})", "\"2024-02-28\""));
+    CHECK_FALSE(accepts(R"({"type":"string","format":"date"})", "\"2024-02-30\""));
+    CHECK(accepts(R"({"type":"string","pattern":"^[A-Z]{2}-\\d+$"})", "\"AB-12\""));
+    CHECK_FALSE(accepts(R"({"type":"string","pattern":"^[A-Z]{2}-\\d+$"})", "\"AB-\""));
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":"array","uniqueItems":true})")),
+                      Catch::Contains("'uniqueItems'"));
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":"number","minimum":1})")),
+                      Catch::Contains("'minimum'"));
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"$ref":"#/$defs/none"})")),
+                      Catch::Contains("points at nothing"));
+}
