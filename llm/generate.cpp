@@ -113,12 +113,19 @@ public:
             if (!opt.forced.empty()) {
                 id = opt.forced[step];
             } else if (grammar && grammar->active()) {
-                masked_.assign(logits.begin(), logits.end());
-                if (!grammar->apply(masked_)) {  // nothing can continue the grammar
-                    r.finish = FinishReason::STOP;
-                    break;
+                id = -1;
+                if (!grammar->mask_known()) {  // the unconstrained choice, when the grammar takes it
+                    int32_t first = sampler.sample(logits);
+                    if (grammar->allows(first)) id = first;
                 }
-                id = sampler.sample(masked_);
+                if (id < 0) {
+                    masked_.assign(logits.begin(), logits.end());
+                    if (!grammar->apply(masked_)) {  // nothing can continue the grammar
+                        r.finish = FinishReason::STOP;
+                        break;
+                    }
+                    id = sampler.sample(masked_);
+                }
             } else {
                 id = sampler.sample(logits);
             }

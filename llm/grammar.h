@@ -133,6 +133,8 @@ public:
     bool finished() const;                     // ... and nothing may follow it
     // Bit i set: token i may come next (n_vocab bits). Valid until the next call.
     const std::vector<uint64_t>& allowed();
+    bool mask_known();           // allowed() of this state is cached (costs a lookup only)
+    bool allows(int32_t id);     // may `id` come next? (one token's bytes: microseconds)
     size_t n_cached_states() const { return cache_.size(); }
 
 private:
@@ -171,6 +173,10 @@ public:
     // Records the chosen token; false when the grammar cannot take it (the generation must end).
     bool accept(int32_t id);
     bool finished() const { return active_ && matcher_.finished(); }
+    // llama.cpp's shortcut: while a state's mask is unknown, the unconstrained sampler's choice may be
+    // checked alone; keeping it when allowed samples from the same distribution as masking first.
+    bool mask_known() { return matcher_.mask_known(); }
+    bool allows(int32_t id) { return matcher_.allows(id); }
 
 private:
     GrammarSpec spec_;

@@ -247,6 +247,25 @@ bool GrammarMatcher::accept_token(int32_t id) {
     return true;
 }
 
+bool GrammarMatcher::mask_known() {
+    if (current_) return true;
+    auto it = cache_.find(state_key());
+    if (it != cache_.end()) current_ = &it->second;
+    return current_ != nullptr;
+}
+
+bool GrammarMatcher::allows(int32_t id) {
+    if (current_) return id >= 0 && id < vocab_.n_vocab() && ((*current_)[size_t(id) >> 6] >> (id & 63) & 1);
+    GrammarStacks saved = stacks_;
+    const PartialUtf8 saved_partial = partial_;
+    bool ok = accept_token(id);
+    if (ok && partial_.n_remain > 0) ok = can_complete(stacks_, partial_, 0);  // as the mask decides
+    stacks_ = std::move(saved);
+    partial_ = saved_partial;
+    current_ = nullptr;
+    return ok;
+}
+
 bool GrammarMatcher::accept_text(std::string_view bytes) {
     GrammarStacks out;
     PartialUtf8 p;

@@ -79,8 +79,10 @@ bool GrammarConstraint::apply(std::vector<float>& logits) {
 bool GrammarConstraint::accept(int32_t id) {
     if (active_) return matcher_.accept_token(id);
     if (std::find(spec_.trigger_tokens.begin(), spec_.trigger_tokens.end(), id) != spec_.trigger_tokens.end()) {
-        active_ = true;  // the grammar starts with the trigger token (or with what follows it)
-        return matcher_.accept_token(id) || true;
+        active_ = true;
+        // a grammar that starts with the trigger token takes it; one that starts after it constrains what follows
+        matcher_.accept_token(id);
+        return true;
     }
     if (id < 0 || id >= vocab_.n_vocab() || !vocab_.in_trie(id)) return true;
     seen_ += vocab_.text(id);

@@ -116,10 +116,17 @@ int main(int argc, char** argv) {
             auto t1 = Clock::now();
             sampler.sample(logits);
             t_sampling += ms_since(t1);
-            auto t2 = Clock::now();
-            std::vector<float> masked = logits;
-            if (!grammar.apply(masked)) break;
-            int32_t id = sampler.sample(masked);
+            auto t2 = Clock::now();  // what generate() does: the unconstrained choice if allowed, else the mask
+            int32_t id = -1;
+            if (!grammar.mask_known()) {
+                int32_t first = sampler.sample(logits);
+                if (grammar.allows(first)) id = first;
+            }
+            if (id < 0) {
+                std::vector<float> masked = logits;
+                if (!grammar.apply(masked)) break;
+                id = sampler.sample(masked);
+            }
             sampler.accept(id);
             if (!grammar.accept(id) || grammar.finished()) break;
             t_total += ms_since(t2);

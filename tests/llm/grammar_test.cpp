@@ -133,7 +133,9 @@ TEST_CASE("grammar mask equals a brute-force check of every token") {
             bool ok = true;
             for (size_t j = 0; j < step && ok; j++) ok = probe.accept_token(ids[j]);
             REQUIRE(ok);
+            const bool allows = probe.allows(t);  // the one-token check, without a mask
             bool accepts = probe.accept_token(t);
+            CHECK(allows == accepts);
             bool masked = (mask[size_t(t) >> 6] >> (t & 63)) & 1;
             INFO("step " << step << " token " << t << " '" << tk.piece(t) << "'");
             CHECK(accepts == masked);
