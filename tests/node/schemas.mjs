@@ -1,6 +1,7 @@
 // The structured-output corpus: JSON schemas (flat and nested objects, arrays, enums, unions, $ref
 // recursion, formats, patterns, integer bounds) and GBNF grammars with the strings they must accept.
-// Free strings carry maxLength: a random-weight model closes an unbounded string only by chance.
+// Free strings carry maxLength: a random-weight model closes an unbounded string (or an extra key of
+// additionalProperties, tested in tests/llm/grammar_test.cpp) only by chance.
 
 const short = (n = 8) => ({ type: "string", maxLength: n });
 
@@ -47,7 +48,7 @@ export const SCHEMAS = [
   { name: "int-range", schema: { type: "integer", minimum: -40, maximum: 125 } },
   { name: "int-exclusive", schema: { type: "integer", exclusiveMinimum: 99, exclusiveMaximum: 1000 } },
   { name: "int-min-only", schema: { type: "object", properties: { n: { type: "integer", minimum: 7 } }, required: ["n"], additionalProperties: false } },
-  { name: "additional-true", schema: { type: "object", properties: { id: { type: "integer" } }, required: ["id"], additionalProperties: { type: "integer" } } },
+  { name: "optional-nested-arrays", schema: { type: "object", properties: { grid: { type: "array", maxItems: 2, items: { type: "array", maxItems: 3, items: { type: "integer", minimum: 0, maximum: 9 } } }, label: short(3) }, additionalProperties: false } },
   { name: "tuple-of-refs", schema: { $defs: { pair: { type: "array", prefixItems: [{ enum: ["k1", "k2"] }, { type: "integer", minimum: -5, maximum: 5 }], items: false, minItems: 2 } },
     type: "array", items: { $ref: "#/$defs/pair" }, minItems: 1, maxItems: 3 } },
   { name: "number", schema: { type: "object", properties: { lat: { type: "number" }, lon: { type: "number" } }, required: ["lat", "lon"], additionalProperties: false } },
