@@ -2,6 +2,7 @@
 // checkpoints), chunked prefill, then a decode loop. Prefill and decode each run as a captured engine
 // graph (one compile, then replays), with the position and the chunk length as bound Vars.
 #include "gguf/gguf.h"
+#include "llm/grammar.h"
 #include "llm/model.h"
 #include "llm/sampler.h"
 #include "llm/session.h"
@@ -96,6 +97,11 @@ public:
         r.t_prefill_ms = ms_since(t0);
 
         Sampler sampler(opt.sampling);
+        std::unique_ptr<GrammarConstraint> grammar;
+        if (opt.grammar.grammar) {
+            if (!grammar_vocab_) grammar_vocab_ = std::make_unique<GrammarVocab>(*tokenizer_);  // once per model
+            grammar = std::make_unique<GrammarConstraint>(opt.grammar, *grammar_vocab_);
+        }
         auto t1 = Clock::now();
         int n_steps = opt.forced.empty() ? opt.max_tokens : std::min<int>(opt.max_tokens, opt.forced.size());
         for (int step = 0; step < n_steps; step++) {
@@ -103,14 +109,39 @@ public:
                 r.finish = FinishReason::CANCELLED;
                 break;
             }
-            int32_t id = opt.forced.empty() ? sampler.sample(logits) : opt.forced[step];
+            int32_t id;
+            if (!opt.forced.empty()) {
+                id = opt.forced[step];
+            } else if (grammar && grammar->active()) {
+                id = -1;
+                if (!grammar->mask_known()) {  // the unconstrained choice, when the grammar takes it
+                    int32_t first = sampler.sample(logits);
+                    if (grammar->allows(first)) id = first;
+                }
+                if (id < 0) {
+                    masked_.assign(logits.begin(), logits.end());
+                    if (!grammar->apply(masked_)) {  // nothing can continue the grammar
+                        r.finish = FinishReason::STOP;
+                        break;
+                    }
+                    id = sampler.sample(masked_);
+                }
+            } else {
+                id = sampler.sample(logits);
+            }
             sampler.accept(id);
+            // a lazy grammar whose trigger is followed by text it rejects ends the generation
+            const bool grammar_ok = !grammar || grammar->accept(id);
             TokenStep s = describe_step(logits, id, opt.n_top_logprobs, opt.n_top_logits, opt.logprobs);
             s.logits = logits.data();
             r.ids.push_back(id);
             bool go_on = !opt.on_token || opt.on_token(s);
             if (!go_on) {
                 r.finish = FinishReason::CALLBACK;
+                break;
+            }
+            if (!grammar_ok) {
+                r.finish = FinishReason::STOP;
                 break;
             }
             if (opt.stop_at_end && opt.forced.empty() && tokenizer_->is_end(id)) {
@@ -234,6 +265,8 @@ private:
     engine::Var start_pos_, n_tokens_;
     Tensor chunk_tokens_, one_token_;
     std::unique_ptr<engine::Jit> prefill_, decode_;
+    std::unique_ptr<GrammarVocab> grammar_vocab_;  // the vocabulary trie, built by the first grammar request
+    std::vector<float> masked_;                    // (n_vocab) logits with the grammar's mask applied
 };
 
 }  // namespace

@@ -16,6 +16,17 @@
 
 namespace llm {
 
+struct Grammar;  // llm/grammar.h
+
+// A grammar the sampler follows (llm/grammar.h): from the first token, or (lazy) from the first
+// trigger on.
+struct GrammarSpec {
+    std::shared_ptr<const Grammar> grammar;  // null: unconstrained
+    std::vector<std::string> trigger_words;  // lazy: constrain from where one of these appears in the text
+    std::vector<int32_t> trigger_tokens;     // lazy: constrain from this token on
+    bool lazy() const { return !trigger_words.empty() || !trigger_tokens.empty(); }
+};
+
 struct SamplingParams {
     float temperature = 0.0f;  // 0: greedy (first maximum on ties)
     int top_k = 0;             // 0: off
@@ -45,6 +56,9 @@ struct GenerateOptions {
     int n_top_logprobs = 0;
     int n_top_logits = 0;
     std::vector<int32_t> forced;        // teacher forcing: feed these instead of the sampled ids
+    // Only tokens the grammar accepts are sampled; end-of-generation only where it may end. A
+    // generation ends (STOP) when no token can continue it.
+    GrammarSpec grammar;
     // Called for every generated token; return false to stop (e.g. a stop string matched).
     std::function<bool(const TokenStep&)> on_token;
     const std::atomic<bool>* cancel = nullptr;  // checked between tokens (client went away, Ctrl-C)

@@ -352,10 +352,17 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     }
     size_t end = prompt.find_last_not_of(" \n\r\t");
     job.router.start_in_reasoning = end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>");
-    if (required) {  // no grammar yet: open the call ourselves (Hermes/Qwen style templates)
-        prompt += "<tool_call>\n";
-        job.router.start_in_tool_call = true;
-        job.router.start_in_reasoning = false;
+    job.generate.grammar = parse_output_grammar(body, tokenizer);
+    const bool parallel = boolean(body, "parallel_tool_calls", true);
+    if (required && job.generate.grammar.grammar)
+        throw invalid("tool_choice", "cannot require a tool call together with 'response_format', 'grammar' or 'json_schema'");
+    if (!tools.empty() && !job.generate.grammar.grammar) {
+        // the reply (required) or whatever follows the opener (auto) is a call in the template's syntax
+        job.generate.grammar = tool_call_grammar(tools, required, parallel, tokenizer);
+        if (required && job.router.start_in_reasoning) {  // the call comes first: close the open think block
+            prompt += "\n\n</think>\n\n";
+            job.router.start_in_reasoning = false;
+        }
     }
     job.router.tools = tools;
     check_prompt_bytes(prompt.size(), session, "messages");
@@ -398,6 +405,7 @@ Job parse_completion_request(const json& body, const llm::Session& session, cons
     }
     if (job.prompt.empty()) throw invalid("prompt", "is empty and the model adds no BOS token");
     fit_context(body, session, job, "prompt");
+    job.generate.grammar = parse_output_grammar(body, tokenizer);
 
     // Legacy completions: logprobs is the number of alternatives per token.
     if (present(body, "logprobs")) {

@@ -18,8 +18,9 @@ namespace server {
 // bos_token, eos_token and the request's chat_template_kwargs (see llm::ChatTemplate::render).
 using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& context)>;
 
-// The model's own chat template (or the fallback for its tokenizer preset), through llm::ChatTemplate.
-ChatRenderer model_chat_renderer(const llm::Session& session);
+// The model's own chat template (or the fallback for its tokenizer preset), through llm::ChatTemplate;
+// `source`, when given, replaces it (--chat-template FILE).
+ChatRenderer model_chat_renderer(const llm::Session& session, const std::string& source = "");
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
@@ -78,6 +79,7 @@ struct ChatOptions {
     int max_tokens = 1024;
     bool dim_reasoning = false;   // reasoning shown dimmed (stdout is a terminal); otherwise not shown
     bool show_prompt = false;     // print "> " before reading (stdin is a terminal)
+    llm::GrammarSpec grammar;     // every answer follows it (--grammar / --json-schema)
 };
 
 // The terminal chat: one message per input line, /reset, /system TEXT, /exit, EOF exits. `cancel` is

@@ -59,6 +59,13 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
                        const std::string& model_name);
 Job parse_completion_request(const json& body, const llm::Session& session, const std::string& model_name);
 
+// Structured output (structured_output.cpp), for job.generate.grammar: the grammar of `grammar`,
+// `json_schema` or `response_format` (none: an unconstrained spec), and the grammar of a Hermes/Qwen
+// <tool_call> over `tools` (OpenAI tool list): required from the start, else lazy from the opener;
+// parallel: one call or several. Throw ApiError 400 naming the rule or keyword.
+llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& tokenizer);
+llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer);
+
 // What one step of a reply added: routed text and the logprob entries of the tokens behind it.
 struct Delta {
     llm::RoutedText text;

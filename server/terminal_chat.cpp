@@ -89,6 +89,7 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
         };
         llm::GenerateOptions gen;
         gen.sampling = options.sampling;
+        gen.grammar = options.grammar;
         gen.cancel = &cancel;
         std::vector<int32_t> ids = tokenizer.encode(prompt, true, true);
         llm::ReplyStream reply(tokenizer, {}, router, ids);

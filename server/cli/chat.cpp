@@ -19,6 +19,8 @@ constexpr const char* USAGE = R"(usage: tinyllm chat [--model M] [--system TEXT]
   --temp T         sampling temperature (default 0.8; 0 = greedy)
   --seed S         sampling seed
   -n N             most tokens per answer (default 1024)
+  --grammar FILE, --json-schema FILE   constrain every answer to a GBNF grammar / a JSON Schema
+  --chat-template FILE                 use this Jinja chat template instead of the model's
 )";
 
 std::atomic<bool> g_cancel{false};
@@ -49,6 +51,8 @@ int cmd_chat(const std::vector<std::string>& argv) {
     } catch (const std::exception&) {
         args.usage_error("bad number '" + v + "'");
     }
+    options.grammar = grammar_flags(args);
+    const std::string chat_template = chat_template_flag(args);
     if (!args.positionals().empty()) args.usage_error("takes no positional arguments");
 
     auto session = llm::open_session(session_options);
@@ -61,7 +65,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
     struct sigaction sa {};
     sa.sa_handler = [](int) { g_cancel = true; };
     sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Ctrl-C at the prompt interrupts the read
-    return server::run_terminal_chat(*session, server::model_chat_renderer(*session), stdin, stdout, options, g_cancel);
+    return server::run_terminal_chat(*session, server::model_chat_renderer(*session, chat_template), stdin, stdout, options, g_cancel);
 }
 
 }  // namespace cli

@@ -1,6 +1,8 @@
 // The `tinyllm` subcommands: one function per command, one file per command, one table in main.cpp.
 #pragma once
 
+#include "llm/session.h"
+
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -42,6 +44,11 @@ private:
     std::vector<bool> used_ = std::vector<bool>(args_.size(), false);
     std::string command_;
 };
+
+// --grammar FILE / --json-schema FILE as a grammar (unconstrained when neither is given); throws
+// llm::GrammarError for a bad grammar or schema. --chat-template FILE's text ("" when not given).
+llm::GrammarSpec grammar_flags(Args& args);
+std::string chat_template_flag(Args& args);
 
 int cmd_info(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);

@@ -16,7 +16,7 @@ namespace {
 const char* USAGE =
     "usage: tinyllm run [-m MODEL] [-p PROMPT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                   [--min-p P] [--seed S] [--json] [--top-logits K] [--force 5,17,9] [--kv f16|f32]\n"
-    "                   [--ctx N] [--device NAME]\n"
+    "                   [--ctx N] [--device NAME] [--grammar FILE | --json-schema FILE]\n"
     "  -m, --model M     GGUF model (default: the built-in stories260K)\n"
     "  -p, --prompt P    prompt text; BOS is added as the model's add_bos_token says\n"
     "  --ids 1,2,3       prompt token ids instead of text (nothing is added)\n"
@@ -29,7 +29,9 @@ const char* USAGE =
     "  --force 5,17,9    teacher forcing: feed these ids after the prompt instead of the sampled ones\n"
     "  --kv f16|f32      KV cache type (default f16)\n"
     "  --ctx N           context size (default: the model's, at most 4096)\n"
-    "  --device NAME     CPU, or AMD (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n";
+    "  --device NAME     CPU, or AMD (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
+    "  --grammar FILE    constrain the output to a GBNF grammar (llama.cpp's format)\n"
+    "  --json-schema FILE  constrain the output to JSON that a JSON Schema accepts\n";
 
 std::vector<int32_t> parse_ids(Args& args, const std::string& text, const std::string& flag) {
     std::vector<int32_t> ids;
@@ -82,6 +84,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     args.number("--seed", go.sampling.seed);
     args.number("--top-logits", go.n_top_logits);
     bool json = args.flag("--json");
+    go.grammar = grammar_flags(args);
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
     if (have_prompt && have_ids) args.usage_error("give either -p or --ids, not both");
     if (kv != "f16" && kv != "f32") args.usage_error("--kv must be f16 or f32");

@@ -16,6 +16,7 @@ namespace {
 constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]
                      [--cors ORIGIN] [--allow-host H] [--max-context N] [--queue N] [--max-body BYTES]
                      [--shutdown-timeout S] [--device CPU] [--threads N]
+                     [--chat-template FILE]
   --model M        GGUF model (default: the built-in stories260K)
   --host, --port   where to listen (--port 0: any free port; the URL is printed when ready)
   --api-key K      require 'Authorization: Bearer K' or 'x-api-key: K' (not for / and /health)
@@ -27,6 +28,7 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
   --queue N        requests that may wait for the model (default 64); more get 503
   --max-body BYTES largest request body (default 33554432); more get 413
   --shutdown-timeout S  SIGTERM/SIGINT: seconds running requests get to end (default 10)
+  --chat-template FILE  use this Jinja chat template instead of the model's (llama-server's --chat-template-file)
 )";
 
 int parse_int(Args& args, const std::string& flag, int fallback) {
@@ -72,6 +74,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     options.queue_size = parse_int(args, "--queue", 64);
     args.value("--device", session_options.device);
     session_options.n_threads = parse_int(args, "--threads", 0);
+    const std::string chat_template = chat_template_flag(args);
     if (!args.positionals().empty()) args.usage_error("takes no positional arguments");
 
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
@@ -82,7 +85,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     std::unique_ptr<llm::Session> session;
     try {
         session = llm::open_session(session_options);
-        server.attach(*session, server::model_chat_renderer(*session));
+        server.attach(*session, server::model_chat_renderer(*session, chat_template));
     } catch (...) {
         server.stop();
         loop.join();

@@ -235,21 +235,44 @@ TEST_CASE("http: tool calls and tool results in the history reach the template")
     CHECK(prompt.find("<|im_start|>tool\n18 C and sunny<|im_end|>") != std::string::npos);
 }
 
-TEST_CASE("http: tool_choice required opens the call in the prompt") {
+TEST_CASE("http: tool_choice required constrains the reply to a call; auto waits for the opener") {
     LiveServer s;
-    s.session.reply_text = "{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    s.session.reply_text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
     json body = chat("do it");
     body["tools"] = json::parse(R"([{"type":"function","function":{"name":"f"}}])");
     body["tool_choice"] = "required";
     json r = s.post_json("/v1/chat/completions", body);
-    CHECK(s.session.calls()[0].prompt_text.ends_with("<tool_call>\n"));
+    CHECK(s.session.calls()[0].grammar.grammar != nullptr);
+    CHECK_FALSE(s.session.calls()[0].grammar.lazy());
     CHECK(r["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "f");
+
+    body["tool_choice"] = "auto";
+    s.post_json("/v1/chat/completions", body);
+    CHECK(s.session.calls()[1].grammar.trigger_words == std::vector<std::string>{"<tool_call>"});
 
     body["tool_choice"] = "none";
     s.session.reply_text = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
     r = s.post_json("/v1/chat/completions", body);
     CHECK(r["choices"][0]["message"]["content"] == "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
-    CHECK(s.session.calls()[1].prompt_text.find("# Tools") == std::string::npos);
+    CHECK(s.session.calls()[2].prompt_text.find("# Tools") == std::string::npos);
+    CHECK(s.session.calls()[2].grammar.grammar == nullptr);
+}
+
+TEST_CASE("http: bad grammars and schemas are a 400 naming the rule or keyword") {
+    LiveServer s;
+    json body = chat("x");
+    body["grammar"] = "root ::= item\n";
+    json r = s.post_json("/v1/chat/completions", body, 400);
+    CHECK(r["error"]["message"].get<std::string>().find("undefined rule 'item'") != std::string::npos);
+    CHECK(r["error"]["param"] == "grammar");
+    body.erase("grammar");
+    body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"contentEncoding", "base64"}}}}}}};
+    r = s.post_json("/v1/chat/completions", body, 400);
+    CHECK(r["error"]["message"].get<std::string>().find("'contentEncoding'") != std::string::npos);
+    body["json_schema"] = {{"type", "string"}};
+    r = s.post_json("/v1/chat/completions", body, 400);
+    CHECK(r["error"]["message"].get<std::string>().find("only one of") != std::string::npos);
+    CHECK(s.session.calls().empty());  // refused before any generation
 }
 
 TEST_CASE("http: logprobs and top_logprobs for every generated token") {

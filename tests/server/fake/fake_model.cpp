@@ -114,7 +114,7 @@ llm::GenerateResult ScriptedSession::generate(const std::vector<int32_t>& prompt
     result.n_prompt = int(prompt.size());
     {
         std::lock_guard lock(mutex_);
-        calls_.push_back({text, prompt, options.sampling, options.max_tokens, options.n_top_logprobs});
+        calls_.push_back({text, prompt, options.sampling, options.max_tokens, options.n_top_logprobs, options.grammar});
         token_times_.clear();
         // Like a KV cache: the shared prefix is kept, but the last prompt token is always recomputed.
         size_t common = 0;

@@ -54,6 +54,7 @@ public:
         llm::SamplingParams sampling;
         int max_tokens = 0;
         int n_top_logprobs = 0;
+        llm::GrammarSpec grammar;
     };
     std::vector<Call> calls() const;
     int max_concurrent() const { return max_concurrent_; }

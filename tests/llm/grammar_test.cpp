@@ -1,0 +1,240 @@
+// The grammar engine: GBNF parsing and its errors, the matcher (repetition bounds, negated classes,
+// UTF-8 characters split across tokens, token references), the token mask against a brute-force
+// check of every token, and lazy triggers.
+#include "llm/grammar.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+namespace {
+
+// A vocabulary of pieces given as strings; ids 0 and 1 are the special <s> and </s> (the end).
+class PieceTokenizer : public tok::Tokenizer {
+public:
+    explicit PieceTokenizer(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {
+        pieces_.insert(pieces_.begin(), {"<s>", "</s>", "<tool>"});
+    }
+    std::vector<int32_t> encode(std::string_view text, bool, bool) const override {
+        for (size_t i = 0; i < pieces_.size(); i++)
+            if (pieces_[i] == text) return {int32_t(i)};
+        return {0, 0};
+    }
+    std::string piece(int32_t id) const override { return pieces_[size_t(id)]; }
+    std::string token_text(int32_t id, bool) const override { return pieces_[size_t(id)]; }
+    int32_t n_vocab() const override { return int32_t(pieces_.size()); }
+    int32_t bos() const override { return 0; }
+    int32_t eos() const override { return 1; }
+    bool add_bos() const override { return false; }
+    bool is_end(int32_t id) const override { return id == 1; }
+    bool is_special(int32_t id) const override { return id < 3; }
+
+private:
+    std::vector<std::string> pieces_;
+};
+
+// Every byte as its own piece, plus some multi-byte pieces.
+std::vector<std::string> byte_pieces() {
+    std::vector<std::string> p;
+    for (int b = 1; b < 256; b++) p.push_back(std::string(1, char(b)));
+    for (const char* s : {"ab", "abc", "true", "\"a", "a\"", "12", "1.5", "é", "\xC3", "\xA9", "\xE2\x82", "\xAC", "€x", "{\"", "\":"})
+        p.push_back(s);
+    return p;
+}
+
+bool matches(const std::string& gbnf, const std::string& text) {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    llm::GrammarMatcher m(llm::parse_gbnf(gbnf), vocab);
+    return m.accept_text(text) && m.can_end();
+}
+
+std::string parse_error(const std::string& gbnf) {
+    try {
+        llm::parse_gbnf(gbnf);
+    } catch (const llm::GrammarError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("gbnf: literals, alternatives, groups and comments") {
+    const std::string g = "# a comment\nroot ::= \"a\" (\"b\" | \"c\") tail  # trailing\ntail ::= \"!\" |\n";
+    CHECK(matches(g, "ab!"));
+    CHECK(matches(g, "ac"));
+    CHECK_FALSE(matches(g, "ad"));
+    CHECK_FALSE(matches(g, "a"));
+}
+
+TEST_CASE("gbnf: repetition bounds") {
+    const std::string g = "root ::= [0-9]{2,4} \"x\"*  \"y\"+ \"z\"?";
+    CHECK_FALSE(matches(g, "1y"));
+    CHECK(matches(g, "12y"));
+    CHECK(matches(g, "1234xxxyyz"));
+    CHECK_FALSE(matches(g, "12345y"));
+    CHECK_FALSE(matches(g, "12x"));
+    CHECK(matches("root ::= \"a\"{3}", "aaa"));
+    CHECK_FALSE(matches("root ::= \"a\"{3}", "aa"));
+    CHECK(matches("root ::= (\"ab\"){2,}", "ababab"));
+    CHECK_FALSE(matches("root ::= (\"ab\"){2,}", "ab"));
+}
+
+TEST_CASE("gbnf: negated classes, ranges, escapes and any character") {
+    const std::string g = R"(root ::= [^"\\a-c]+ "\x21" [\u00e9] . "\n")";
+    CHECK(matches(g, "xyz!é\xE2\x82\xAC\n"));
+    CHECK_FALSE(matches(g, "xaz!é.\n"));
+    CHECK_FALSE(matches(g, "x\"z!é.\n"));
+    CHECK_FALSE(matches(g, "xz!e.\n"));
+}
+
+TEST_CASE("gbnf: errors name the line, column and rule") {
+    CHECK(parse_error("root ::= foo").find("undefined rule 'foo'") != std::string::npos);
+    CHECK(parse_error("root ::= \"a\"\nbad ::= [a-").find("line 2") != std::string::npos);
+    CHECK(parse_error("root ::= \"abc").find("unterminated string") != std::string::npos);
+    CHECK(parse_error("start ::= \"a\"").find("no 'root' rule") != std::string::npos);
+    CHECK(parse_error("root ::= root \"a\" | \"b\"").find("left-recursive") != std::string::npos);
+    CHECK(parse_error("root ::= \"a\" x\nx ::= \"b\"*\nx ::= \"c\"").find("defined twice") != std::string::npos);
+    CHECK(parse_error("root ::= [z-a]").find("column") != std::string::npos);
+    CHECK(parse_error("root ::= \"a\"{5,2}").find("m > n") != std::string::npos);
+    CHECK(parse_error("root ::= * \"a\"").find("nothing before it") != std::string::npos);
+}
+
+TEST_CASE("grammar matcher: a UTF-8 character split across two tokens") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    llm::GrammarMatcher m(llm::parse_gbnf("root ::= \"é€\""), vocab);
+    auto id = [&](const std::string& s) { return tk.encode(s, false, true)[0]; };
+    CHECK_FALSE(m.accept_token(id("\xA9")));  // a continuation byte cannot start
+    REQUIRE(m.accept_token(id("\xC3")));      // the first half of é
+    CHECK_FALSE(m.can_end());
+    CHECK_FALSE(m.accept_token(id("a")));
+    REQUIRE(m.accept_token(id("\xA9")));
+    REQUIRE(m.accept_token(id("\xE2\x82")));  // two of €'s three bytes
+    REQUIRE(m.accept_token(id("\xAC")));
+    CHECK(m.can_end());
+    CHECK(m.finished());
+}
+
+TEST_CASE("grammar mask equals a brute-force check of every token") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    const std::string g = R"(root ::= "{\"" [a-c]+ "\":" ("true" | [0-9]+ ("." [0-9])?) "é"? "}")";
+    auto grammar = llm::parse_gbnf(g);
+    llm::GrammarMatcher m(grammar, vocab);
+    const std::string path = "{\"abc\":1.5é}";
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < path.size(); i++) ids.push_back(tk.encode(path.substr(i, 1), false, true)[0]);
+    for (size_t step = 0; step <= ids.size(); step++) {
+        const std::vector<uint64_t>& mask = m.allowed();
+        for (int32_t t = 0; t < tk.n_vocab(); t++) {
+            llm::GrammarMatcher probe(grammar, vocab);
+            bool ok = true;
+            for (size_t j = 0; j < step && ok; j++) ok = probe.accept_token(ids[j]);
+            REQUIRE(ok);
+            const bool allows = probe.allows(t);  // the one-token check, without a mask
+            bool accepts = probe.accept_token(t);
+            CHECK(allows == accepts);
+            bool masked = (mask[size_t(t) >> 6] >> (t & 63)) & 1;
+            INFO("step " << step << " token " << t << " '" << tk.piece(t) << "'");
+            CHECK(accepts == masked);
+        }
+        if (step < ids.size()) REQUIRE(m.accept_token(ids[step]));
+    }
+    CHECK(m.finished());
+}
+
+TEST_CASE("grammar: special tokens only where the grammar names them; the end only where it may end") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    llm::GrammarMatcher plain(llm::parse_gbnf("root ::= \"a\"+"), vocab);
+    auto bit = [](const std::vector<uint64_t>& mask, int32_t t) { return (mask[size_t(t) >> 6] >> (t & 63)) & 1; };
+    CHECK_FALSE(bit(plain.allowed(), 1));  // </s> before any "a"
+    CHECK_FALSE(bit(plain.allowed(), 2));  // <tool> is special
+    REQUIRE(plain.accept_token(tk.encode("a", false, true)[0]));
+    CHECK(bit(plain.allowed(), 1));
+    llm::GrammarMatcher named(llm::parse_gbnf("root ::= <tool> \"a\""), vocab);
+    CHECK(bit(named.allowed(), 2));
+    CHECK_FALSE(bit(named.allowed(), tk.encode("a", false, true)[0]));
+    REQUIRE(named.accept_token(2));
+    CHECK(named.accept_token(tk.encode("a", false, true)[0]));
+    CHECK_THROWS_WITH(llm::GrammarMatcher(llm::parse_gbnf("root ::= <nope>"), vocab), Catch::Contains("not one token"));
+}
+
+TEST_CASE("grammar constraint: lazy until a trigger word, then constrained") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    llm::GrammarSpec spec;
+    spec.grammar = llm::parse_gbnf("root ::= \"<call>\" [0-9]+ \"</call>\"");
+    spec.trigger_words = {"<call>"};
+    llm::GrammarConstraint c(spec, vocab);
+    auto id = [&](const std::string& s) { return tk.encode(s, false, true)[0]; };
+    std::vector<float> logits(size_t(tk.n_vocab()), 0.0f);
+    for (const char* s : {"h", "i", " ", "<", "c", "a", "l"}) REQUIRE(c.accept(id(s)));
+    CHECK_FALSE(c.active());
+    CHECK(c.apply(logits));
+    CHECK(logits[size_t(id("x"))] == 0.0f);  // not constrained yet
+    REQUIRE(c.accept(id("l")));
+    REQUIRE(c.accept(id(">")));
+    CHECK(c.active());
+    REQUIRE(c.apply(logits));
+    CHECK(logits[size_t(id("x"))] < -1e30f);
+    CHECK(logits[size_t(id("7"))] == 0.0f);
+}
+
+TEST_CASE("grammar matcher: overlong forms and surrogates are not characters, even split across tokens") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    auto grammar = llm::parse_gbnf("root ::= [^a]+");
+    for (std::string bad : {"\xC0\x80", "\xE0\x82\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80"}) {
+        llm::GrammarMatcher m(grammar, vocab);
+        bool ok = true;
+        for (char c : bad) ok = ok && m.accept_token(tk.encode(std::string(1, c), false, true)[0]);
+        CHECK_FALSE(ok);
+    }
+    llm::GrammarMatcher good(grammar, vocab);
+    CHECK(good.accept_text("\xF0\x9F\x98\x80\xE2\x82\xAC"));  // 😀€
+}
+
+TEST_CASE("json schema: extra keys beside declared ones never repeat a declared key") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    auto schema = nlohmann::ordered_json::parse(R"({"type":"object","properties":{"a":{"type":"boolean"},"ab":{"type":"boolean"}},
+        "additionalProperties":{"enum":[1,2]}})");
+    auto grammar = llm::parse_gbnf(llm::json_schema_to_gbnf(schema));
+    auto accepts = [&](const std::string& text) {
+        llm::GrammarMatcher m(grammar, vocab);
+        return m.accept_text(text) && m.can_end();
+    };
+    CHECK(accepts(R"({"a":true,"ab":false,"b":1,"abc":2,"":1})"));
+    CHECK(accepts(R"({"x":2})"));
+    CHECK_FALSE(accepts(R"({"a":true,"a":1})"));
+    CHECK_FALSE(accepts(R"({"ab":1})"));
+    CHECK_FALSE(accepts(R"({"a":true,"c":3})"));
+}
+
+TEST_CASE("json schema: integer bounds, formats and unsupported keywords") {
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    auto accepts = [&](const char* schema, const std::string& text) {
+        llm::GrammarMatcher m(llm::parse_gbnf(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(schema))), vocab);
+        return m.accept_text(text) && m.can_end();
+    };
+    const char* range = R"({"type":"integer","minimum":-40,"maximum":125})";
+    for (int v = -60; v <= 140; v++) CHECK(accepts(range, std::to_string(v)) == (v >= -40 && v <= 125));
+    CHECK_FALSE(accepts(range, "-0"));
+    CHECK_FALSE(accepts(range, "007"));
+    CHECK(accepts(R"({"type":"integer","exclusiveMinimum":99,"exclusiveMaximum":1000})", "100"));
+    CHECK_FALSE(accepts(R"({"type":"integer","exclusiveMinimum":99,"exclusiveMaximum":1000})", "1000"));
+    CHECK(accepts(R"({"type":"string","format":"date"})", "\"2024-02-28\""));
+    CHECK_FALSE(accepts(R"({"type":"string","format":"date"})", "\"2024-02-30\""));
+    CHECK(accepts(R"({"type":"string","pattern":"^[A-Z]{2}-\\d+$"})", "\"AB-12\""));
+    CHECK_FALSE(accepts(R"({"type":"string","pattern":"^[A-Z]{2}-\\d+$"})", "\"AB-\""));
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":"array","uniqueItems":true})")),
+                      Catch::Contains("'uniqueItems'"));
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":"number","minimum":1})")),
+                      Catch::Contains("'minimum'"));
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"$ref":"#/$defs/none"})")),
+                      Catch::Contains("points at nothing"));
+}
