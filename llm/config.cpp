@@ -210,6 +210,7 @@ ModelConfig read_config(const gguf::File& f) {
     c.n_ctx_train = f.get_or<int32_t>(".context_length", 2048);
     c.n_ff = f.get_or<int32_t>(".feed_forward_length", 0);
     c.rms_eps = f.get_or<float>(".attention.layer_norm_rms_epsilon", 1e-5f);
+    c.pooling_type = f.get_or<int32_t>(".pooling_type", 0);
     if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0)
         fail(f, "embedding_length, head_count and block_count (less nextn_predict_layers) must be positive");
     c.head_dim_k = f.get_or<int32_t>(".attention.key_length", c.n_embd / c.n_head);

@@ -35,7 +35,7 @@ public:
     // detokenizers drop at the start of a text.
     ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router,
                 const std::vector<int32_t>& prompt = {});
-    RoutedText push(int32_t id);  // end-of-generation ids add no text
+    RoutedText push(int32_t id);  // end-of-generation and control ids add no text
     RoutedText finish();
     bool stopped() const { return stop_.matched(); }  // a stop string matched: generation should end
 

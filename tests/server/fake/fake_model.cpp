@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <thread>
 
@@ -62,6 +63,8 @@ ScriptedSession::ScriptedSession(int n_ctx) {
     info_.architecture = "fake";
     info_.n_ctx = n_ctx;
     info_.n_vocab = tokenizer_.n_vocab();
+    info_.n_embd = 16;
+    info_.pooling = llm::Pooling::MEAN;
 }
 
 std::vector<ScriptedSession::Call> ScriptedSession::calls() const {
@@ -72,6 +75,17 @@ std::vector<ScriptedSession::Call> ScriptedSession::calls() const {
 int ScriptedSession::tokens_after(std::chrono::steady_clock::time_point since) const {
     std::lock_guard lock(mutex_);
     return int(std::count_if(token_times_.begin(), token_times_.end(), [&](auto t) { return t > since; }));
+}
+
+std::vector<float> ScriptedSession::embed(const std::vector<int32_t>& tokens, llm::Pooling pooling) {
+    if (pooling == llm::Pooling::NONE) throw std::invalid_argument("[fake] no pooling");
+    if (tokens.empty() || int(tokens.size()) > info_.n_ctx) throw std::length_error("[fake] input does not fit the context");
+    std::vector<float> v(size_t(info_.n_embd), 0.0f);
+    for (int32_t id : tokens) v[size_t(id) % v.size()] += 1.0f;
+    double norm = 0;
+    for (float x : v) norm += x * x;
+    for (float& x : v) x = float(x / std::sqrt(norm));
+    return v;
 }
 
 void ScriptedSession::reset() {
