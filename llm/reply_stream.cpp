@@ -25,7 +25,11 @@ std::string StopScanner::push(std::string_view text) {
     if (matched_) return "";
     held_ += text;
     size_t first_match = std::string::npos;
-    for (const auto& s : stops_) first_match = std::min(first_match, held_.find(s));
+    for (const auto& s : stops_)
+        if (size_t at = held_.find(s); at < first_match) {
+            first_match = at;
+            matched_stop_ = s;
+        }
     if (first_match != std::string::npos) {
         matched_ = true;
         std::string out = held_.substr(0, first_match);

@@ -19,9 +19,11 @@ public:
     std::string push(std::string_view text);  // text that is certainly not part of a stop string
     std::string finish();                      // the held tail (when no stop string matched)
     bool matched() const { return matched_; }
+    const std::string& matched_stop() const { return matched_stop_; }  // the stop string that matched
 
 private:
     std::vector<std::string> stops_;
+    std::string matched_stop_;
     std::string held_;
     bool matched_ = false;
 };
@@ -38,6 +40,7 @@ public:
     RoutedText push(int32_t id);  // end-of-generation and control ids add no text
     RoutedText finish();
     bool stopped() const { return stop_.matched(); }  // a stop string matched: generation should end
+    const std::string& stop_string() const { return stop_.matched_stop(); }
 
 private:
     std::string decode_new_text(bool at_end);

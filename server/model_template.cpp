@@ -5,9 +5,10 @@
 
 namespace server {
 
-ChatRenderer model_chat_renderer(const llm::Session& session) {
+ChatRenderer model_chat_renderer(const llm::Session& session, const std::string& override_source) {
     const llm::ModelInfo& info = session.info();
-    std::string source = info.chat_template.empty() ? llm::ChatTemplate::fallback_source(info.tokenizer_pre, info.architecture)
+    std::string source = !override_source.empty() ? override_source
+                         : info.chat_template.empty() ? llm::ChatTemplate::fallback_source(info.tokenizer_pre, info.architecture)
                                                     : info.chat_template;
     auto chat_template = std::make_shared<llm::ChatTemplate>(source);
     return [chat_template](const nlohmann::ordered_json& context) { return chat_template->render(context); };

@@ -17,8 +17,9 @@ namespace server {
 // bos_token, eos_token and the request's chat_template_kwargs (see llm::ChatTemplate::render).
 using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& context)>;
 
-// The model's own chat template (or the fallback for its tokenizer preset), through llm::ChatTemplate.
-ChatRenderer model_chat_renderer(const llm::Session& session);
+// The model's own chat template (or the fallback for its tokenizer preset), through llm::ChatTemplate;
+// a non-empty `source` replaces it (serve --chat-template FILE).
+ChatRenderer model_chat_renderer(const llm::Session& session, const std::string& source = "");
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
@@ -28,6 +29,12 @@ struct ServerOptions {
     int queue_size = 64;         // requests that may wait behind the running one; more get 503
     std::string model_name;      // "": the session's model name
     bool log_requests = true;    // one line per request on stderr
+    // How embeddings pool the hidden states: NONE uses what the GGUF declares (<arch>.pooling_type);
+    // anything else overrides it (serve --pooling), e.g. for a model without pooling metadata.
+    llm::Pooling pooling = llm::Pooling::NONE;
+    std::string chat_template;   // the Jinja source replacing the model's (serve --chat-template), for what
+                                 // /v1/models and /api/show report; "": the model's own
+    int keep_alive_ms = 15000;   // a stream silent this long while the prompt is prefilled gets an SSE comment
 };
 
 class Server {

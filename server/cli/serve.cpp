@@ -6,6 +6,8 @@
 #include <memory>
 #include <thread>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace cli {
@@ -14,12 +16,16 @@ namespace {
 
 constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K] [--cors ORIGIN]
                      [--max-context N] [--queue N] [--device CPU] [--threads N]
+                     [--chat-template FILE.jinja] [--pooling mean|cls|last]
   --model M        GGUF model (default: the built-in stories260K)
   --host, --port   where to listen (--port 0: any free port; the URL is printed when ready)
   --api-key K      require 'Authorization: Bearer K' (not for / and /health)
   --cors ORIGIN    allow browser pages from ORIGIN ("*": any) to call the API
   --max-context N  context length in tokens (default: the model's, capped at 4096)
   --queue N        requests that may wait for the model (default 64); more get 503
+  --chat-template F  render chats with this Jinja file instead of the model's own template
+  --pooling P      how embeddings pool hidden states (mean, cls, last); default: the model's
+                   <arch>.pooling_type, and a model without one cannot embed
 )";
 
 int parse_int(Args& args, const std::string& flag, int fallback) {
@@ -53,6 +59,18 @@ int cmd_serve(const std::vector<std::string>& argv) {
     options.queue_size = parse_int(args, "--queue", 64);
     args.value("--device", session_options.device);
     session_options.n_threads = parse_int(args, "--threads", 0);
+    std::string template_path, pooling;
+    if (args.value("--chat-template", template_path)) {
+        std::ifstream in(template_path, std::ios::binary);
+        if (!in) args.usage_error("--chat-template: cannot read '" + template_path + "'");
+        options.chat_template.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    if (args.value("--pooling", pooling)) {
+        if (pooling == "mean") options.pooling = llm::Pooling::MEAN;
+        else if (pooling == "cls") options.pooling = llm::Pooling::CLS;
+        else if (pooling == "last") options.pooling = llm::Pooling::LAST;
+        else args.usage_error("--pooling must be mean, cls or last, not '" + pooling + "'");
+    }
     if (!args.positionals().empty()) args.usage_error("takes no positional arguments");
 
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
@@ -62,7 +80,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     std::unique_ptr<llm::Session> session;
     try {
         session = llm::open_session(session_options);
-        server.attach(*session, server::model_chat_renderer(*session));
+        server.attach(*session, server::model_chat_renderer(*session, options.chat_template));
     } catch (...) {
         server.stop();
         loop.join();
