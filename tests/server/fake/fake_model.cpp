@@ -116,6 +116,15 @@ llm::GenerateResult ScriptedSession::generate(const std::vector<int32_t>& prompt
         cached_ = prompt;
     }
     result.t_prefill_ms = 1.0;
+    if (prefill_delay_ms > 0) {
+        const int n = int(prompt.size());
+        for (int done : {result.n_reused, (result.n_reused + n) / 2}) {
+            if (options.on_prefill) options.on_prefill(done, n);
+            std::this_thread::sleep_for(std::chrono::milliseconds(prefill_delay_ms));
+        }
+        if (options.on_prefill) options.on_prefill(n, n);
+        result.t_prefill_ms = 2.0 * prefill_delay_ms;
+    }
     auto t0 = std::chrono::steady_clock::now();
     result.finish = llm::FinishReason::LENGTH;
     for (size_t i = 0;; i++) {

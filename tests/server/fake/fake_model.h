@@ -46,6 +46,7 @@ public:
     std::string reply_text = "Hello there!";
     bool end_with_eos = true;   // false: keep going until max_tokens
     int token_delay_ms = 0;
+    int prefill_delay_ms = 0;    // > 0: the prompt "prefills" in two halves this slow, reporting progress
     int fail_after_tokens = -1;  // >= 0: generate() throws after that many tokens (an engine failure)
 
     // What it saw (read after the request finished).
