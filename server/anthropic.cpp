@@ -171,24 +171,30 @@ public:
     }
 
     std::string on_delta(const Delta& d) override {
-        std::string out;
-        if (!d.text.reasoning.empty())
-            out += open(Block::THINKING, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}) +
-                   delta({{"type", "thinking_delta"}, {"thinking", d.text.reasoning}});
-        if (!d.text.content.empty())
-            out += open(Block::TEXT, {{"type", "text"}, {"text", ""}}) + delta({{"type", "text_delta"}, {"text", d.text.content}});
+        std::string out;  // one statement per piece: open() moves the index the deltas carry
+        if (!d.text.reasoning.empty()) {
+            out += open(Block::THINKING, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+            out += delta({{"type", "thinking_delta"}, {"thinking", d.text.reasoning}});
+        }
+        if (!d.text.content.empty()) {
+            out += open(Block::TEXT, {{"type", "text"}, {"text", ""}});
+            out += delta({{"type", "text_delta"}, {"text", d.text.content}});
+        }
         for (const auto& call : d.text.tool_calls) {
             json block = tool_use_block(call);
             const std::string input = dump(block["input"]);
             block["input"] = json::object();
-            out += open(Block::TOOL_USE, block) + delta({{"type", "input_json_delta"}, {"partial_json", input}}) + close();
+            out += open(Block::TOOL_USE, block);
+            out += delta({{"type", "input_json_delta"}, {"partial_json", input}});
+            out += close();
         }
         return out;
     }
 
     std::string finish(const Outcome& o) override {
         json u = usage(o);
-        return close() +
+        std::string out = close();
+        return out +
                event("message_delta", {{"type", "message_delta"},
                                        {"delta", {{"stop_reason", stop_reason(o)}, {"stop_sequence", stop_sequence(o)}}},
                                        {"usage", u}}) +
@@ -204,8 +210,9 @@ private:
     static json stop_sequence(const Outcome& o) { return o.stop_string.empty() ? json() : json(o.stop_string); }
 
     json message(json content, json stop, const Outcome& o) const {
+        json sequence = stop.is_null() ? json() : stop_sequence(o);
         return {{"id", job_.id}, {"type", "message"}, {"role", "assistant"}, {"model", job_.model}, {"content", std::move(content)},
-                {"stop_reason", std::move(stop)}, {"stop_sequence", stop.is_null() ? json() : stop_sequence(o)}};
+                {"stop_reason", std::move(stop)}, {"stop_sequence", std::move(sequence)}};
     }
     std::string open(Block kind, const json& block) {
         if (open_ == kind && kind != Block::TOOL_USE) return "";

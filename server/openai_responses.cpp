@@ -144,7 +144,8 @@ public:
 
     std::string start() override {
         json r = response("in_progress", json::array(), nullptr);
-        return event("response.created", {{"response", r}}, seq_) + event("response.in_progress", {{"response", r}}, seq_);
+        std::string out = event("response.created", {{"response", r}}, seq_);  // in order: each takes a sequence number
+        return out + event("response.in_progress", {{"response", r}}, seq_);
     }
 
     std::string on_delta(const Delta& d) override {

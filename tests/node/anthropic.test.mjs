@@ -21,7 +21,7 @@ for (const target of apiServers()) {
     after(() => server?.stop());
 
     test("creates a message", async () => {
-      const r = await client.messages.create({ model: "any", max_tokens: 20, messages: [{ role: "user", content: "Hello" }] });
+      const r = await client.messages.create({ model: "any", max_tokens: 40, messages: [{ role: "user", content: "Hello" }] });
       assert.match(r.id, /^msg_/);
       assert.equal(r.type, "message");
       assert.equal(r.role, "assistant");
@@ -47,7 +47,7 @@ for (const target of apiServers()) {
 
     test("streams, and finalMessage() assembles the same message", async () => {
       const stream = client.messages.stream({
-        model: "any", max_tokens: 24, system: "Be brief.", messages: [{ role: "user", content: "Stream please" }],
+        model: "any", max_tokens: 40, system: "Be brief.", messages: [{ role: "user", content: "Stream please" }],
       });
       const types = [];
       let text = "";
@@ -69,7 +69,7 @@ for (const target of apiServers()) {
 
     test("tool round trip: tool_use, then tool_result", async () => {
       const question = { role: "user", content: "Weather in Paris?" };
-      const first = await client.messages.create({ model: "any", max_tokens: 40, tools: [LOOKUP], messages: [question] });
+      const first = await client.messages.create({ model: "any", max_tokens: 120, tools: [LOOKUP], messages: [question] });
       let toolUse = first.content.find((b) => b.type === "tool_use");
       if (isFake(target)) {
         assert.equal(first.stop_reason, "tool_use");
@@ -89,7 +89,7 @@ for (const target of apiServers()) {
 
     test("streams a tool call as input_json_delta", async () => {
       const stream = client.messages.stream({
-        model: "any", max_tokens: 40, tools: [LOOKUP], tool_choice: { type: "any" },
+        model: "any", max_tokens: 120, tools: [LOOKUP], tool_choice: { type: "any" },
         messages: [{ role: "user", content: "Find cats" }],
       });
       const deltas = [];

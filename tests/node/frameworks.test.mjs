@@ -28,7 +28,7 @@ for (const target of apiServers()) {
 
     test("AI SDK streamText", async () => {
       const errors = [];
-      const r = streamText({ model: provider()("any"), prompt: "Stream please", maxOutputTokens: 24, maxRetries: 0, onError: ({ error }) => errors.push(error) });
+      const r = streamText({ model: provider()("any"), prompt: "Stream please", maxOutputTokens: 40, maxRetries: 0, onError: ({ error }) => errors.push(error) });
       let text = "", n = 0;
       for await (const delta of r.textStream) { text += delta; n++; }
       assert.deepEqual(errors, []);
@@ -38,7 +38,7 @@ for (const target of apiServers()) {
       if (isFake(target)) assert.equal(text, "You said: **Stream please**.");
     });
 
-    const chat = () => new ChatOpenAI({ model: "any", apiKey: "test-key", configuration: { baseURL }, maxTokens: 20, maxRetries: 0 });
+    const chat = () => new ChatOpenAI({ model: "any", apiKey: "test-key", configuration: { baseURL }, maxTokens: 40, maxRetries: 0 });
 
     test("LangChain ChatOpenAI invoke", async () => {
       const m = await chat().invoke("Hello");

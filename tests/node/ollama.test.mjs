@@ -51,7 +51,7 @@ for (const target of apiServers()) {
 
     test("chat streaming (NDJSON, the default)", async () => {
       const parts = [];
-      for await (const part of await client.chat({ model: "any", messages: [{ role: "user", content: "Stream please" }], stream: true, options: { num_predict: 24 } }))
+      for await (const part of await client.chat({ model: "any", messages: [{ role: "user", content: "Stream please" }], stream: true, options: { num_predict: 40 } }))
         parts.push(part);
       assert.ok(parts.length > 2);
       assert.ok(parts.slice(0, -1).every((p) => p.done === false));
@@ -62,7 +62,7 @@ for (const target of apiServers()) {
 
     test("chat with tools", async () => {
       const tools = [{ type: "function", function: { name: "lookup", description: "Looks up", parameters: { type: "object", properties: { query: { type: "string" } } } } }];
-      const r = await client.chat({ model: "any", messages: [{ role: "user", content: "Find owls" }], tools, stream: false, options: { num_predict: 40 } });
+      const r = await client.chat({ model: "any", messages: [{ role: "user", content: "Find owls" }], tools, stream: false, options: { num_predict: 120 } });
       if (isFake(target)) assert.deepEqual(r.message.tool_calls, [{ function: { name: "lookup", arguments: { query: "Find owls" } } }]);
       const call = r.message.tool_calls?.[0] ?? { function: { name: "lookup", arguments: { query: "owls" } } };
       const back = await client.chat({
@@ -74,12 +74,12 @@ for (const target of apiServers()) {
     });
 
     test("generate, whole and streamed", async () => {
-      const r = await client.generate({ model: "any", prompt: "Once upon a time", stream: false, options: { num_predict: 16, seed: 1 } });
+      const r = await client.generate({ model: "any", prompt: "Once upon a time", stream: false, options: { num_predict: 40, seed: 1 } });
       assert.equal(typeof r.response, "string");
       checkFinal(r);
       if (isFake(target)) assert.equal(r.response, "You said: **Once upon a time**.");
       let text = "", last = null;
-      for await (const part of await client.generate({ model: "any", prompt: "Once upon a time", system: "Tell stories.", stream: true, options: { num_predict: 16 } })) {
+      for await (const part of await client.generate({ model: "any", prompt: "Once upon a time", system: "Tell stories.", stream: true, options: { num_predict: 40 } })) {
         text += part.response;
         last = part;
       }

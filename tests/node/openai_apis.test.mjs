@@ -39,7 +39,7 @@ for (const target of apiServers()) {
     });
 
     test("responses streaming", async () => {
-      const stream = await client.responses.create({ model: "any", input: [{ role: "user", content: "Stream please" }], max_output_tokens: 24, stream: true });
+      const stream = await client.responses.create({ model: "any", input: [{ role: "user", content: "Stream please" }], max_output_tokens: 40, stream: true });
       const types = [];
       let text = "", final = null;
       for await (const e of stream) {
@@ -58,7 +58,7 @@ for (const target of apiServers()) {
     });
 
     test("function tools: a call, then its output", async () => {
-      const first = await client.responses.create({ model: "any", input: "Find cats", tools: [LOOKUP], max_output_tokens: 40 });
+      const first = await client.responses.create({ model: "any", input: "Find cats", tools: [LOOKUP], max_output_tokens: 120 });
       let call = first.output.find((i) => i.type === "function_call");
       if (isFake(target)) {
         assert.equal(call.name, "lookup");
@@ -77,7 +77,7 @@ for (const target of apiServers()) {
 
     test("function tools stream as function_call_arguments deltas", async () => {
       if (!isFake(target)) return;  // random weights call no tool
-      const stream = await client.responses.create({ model: "any", input: "Find dogs", tools: [LOOKUP], tool_choice: "required", stream: true });
+      const stream = await client.responses.create({ model: "any", input: "Find dogs", tools: [LOOKUP], tool_choice: "required", max_output_tokens: 120, stream: true });
       let args = "", done = null;
       for await (const e of stream) {
         if (e.type === "response.function_call_arguments.delta") args += e.delta;

@@ -70,8 +70,10 @@ int main(int argc, char** argv) {
     session.reply = [words](const std::string& prompt) {
         const std::string tool = first_tool_name(prompt);
         const auto [role, content] = last_message(prompt);
-        if (!tool.empty() && role == "user")
-            return "<tool_call>\n" + nlohmann::json{{"name", tool}, {"arguments", {{"query", content}}}}.dump() + "\n</tool_call>";
+        if (!tool.empty() && role == "user") {  // tool_choice required: the server already opened the call
+            const std::string open = prompt.ends_with("<tool_call>\n") ? "" : "<tool_call>\n";
+            return open + nlohmann::json{{"name", tool}, {"arguments", {{"query", content}}}}.dump() + "\n</tool_call>";
+        }
         if (role == "tool") return "The tool said: " + content + ".";
         std::string text = "You said: **" + last_user_message(prompt) + "**.";
         for (int i = 0; i < words; i++) text += i % 12 == 0 ? "\n\nword" : " word";
