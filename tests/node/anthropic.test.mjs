@@ -79,7 +79,7 @@ for (const target of apiServers()) {
         toolUse ??= { type: "tool_use", id: "toolu_1", name: "lookup", input: { query: "Paris" } };  // random weights call nothing
       }
       const second = await client.messages.create({
-        model: "any", max_tokens: 20, tools: [LOOKUP],
+        model: "any", max_tokens: 60, tools: [LOOKUP],
         messages: [question, { role: "assistant", content: [toolUse] },
                    { role: "user", content: [{ type: "tool_result", tool_use_id: toolUse.id, content: "sunny, 21 °C" }] }],
       });

@@ -66,7 +66,7 @@ for (const target of apiServers()) {
       if (isFake(target)) assert.deepEqual(r.message.tool_calls, [{ function: { name: "lookup", arguments: { query: "Find owls" } } }]);
       const call = r.message.tool_calls?.[0] ?? { function: { name: "lookup", arguments: { query: "owls" } } };
       const back = await client.chat({
-        model: "any", tools, stream: false, options: { num_predict: 20 },
+        model: "any", tools, stream: false, options: { num_predict: 60 },
         messages: [{ role: "user", content: "Find owls" }, { role: "assistant", content: "", tool_calls: [call] }, { role: "tool", content: "2 owls", tool_name: "lookup" }],
       });
       if (isFake(target)) assert.equal(back.message.content, "The tool said: 2 owls.");

@@ -67,7 +67,7 @@ for (const target of apiServers()) {
         call ??= { type: "function_call", call_id: "call_1", name: "lookup", arguments: '{"query":"cats"}' };
       }
       const second = await client.responses.create({
-        model: "any", tools: [LOOKUP], max_output_tokens: 20,
+        model: "any", tools: [LOOKUP], max_output_tokens: 60,
         input: [{ role: "user", content: "Find cats" }, { type: "function_call", call_id: call.call_id, name: call.name, arguments: call.arguments },
                 { type: "function_call_output", call_id: call.call_id, output: "3 cats" }],
       });

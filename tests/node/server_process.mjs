@@ -22,7 +22,7 @@ export function startServer(command, args) {
 
 // The servers the client tests run against: the scripted fake and the real `tinyllm serve` on the built-in model.
 export function servers() {
-  const list = [{ name: "tinyllm_fake", command: process.env.TINYLLM_FAKE, args: ["serve", "--port", "0", "--ctx", "256", "--api-key", "test-key"] }];
+  const list = [{ name: "tinyllm_fake", command: process.env.TINYLLM_FAKE, args: ["serve", "--port", "0", "--ctx", "1024", "--api-key", "test-key"] }];
   const real = process.env.TINYLLM_BIN;
   list.push({
     name: "tinyllm serve (stories260K)",

@@ -37,7 +37,7 @@ std::vector<Event> named_events(const std::string& body) {
 }
 
 json anthropic(const std::string& text, bool stream = false) {
-    return {{"model", "claude-x"}, {"max_tokens", 64}, {"stream", stream}, {"messages", {{{"role", "user"}, {"content", text}}}}};
+    return {{"model", "claude-x"}, {"max_tokens", 200}, {"stream", stream}, {"messages", {{{"role", "user"}, {"content", text}}}}};
 }
 
 }  // namespace
