@@ -151,7 +151,6 @@ std::string event(const char* name, const json& data) { return std::string("even
 class AnthropicFormat final : public ReplyFormat {
 public:
     explicit AnthropicFormat(const Job& job) : job_(job) {}
-    ErrorShape error_shape() const override { return ErrorShape::ANTHROPIC; }
 
     json whole(const Delta& reply, const Outcome& o) override {
         json content = json::array();

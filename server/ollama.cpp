@@ -102,7 +102,6 @@ int64_t ns(double ms) { return int64_t(ms * 1e6); }
 class OllamaFormat final : public ReplyFormat {
 public:
     OllamaFormat(const Job& job, bool generate) : job_(job), generate_(generate) {}
-    ErrorShape error_shape() const override { return ErrorShape::OLLAMA; }
     const char* stream_type() const override { return "application/x-ndjson"; }
 
     json whole(const Delta& reply, const Outcome& o) override {

@@ -126,7 +126,6 @@ public:
     virtual std::string error(const ApiError& error) = 0;  // an error after the stream began
     virtual std::string progress(const Progress&) { return ""; }
     virtual std::string keep_alive() { return ": keep-alive\n\n"; }  // sent when a long prefill is silent
-    virtual ErrorShape error_shape() const { return ErrorShape::OPENAI; }
 };
 std::unique_ptr<ReplyFormat> openai_format(const Job& job);  // chat.completion(.chunk) / text_completion
 
