@@ -97,9 +97,9 @@ void add_message(const json& m, size_t i, json& out) {
     out.push_back(std::move(msg));
 }
 
-json translate_tools(const json& body, json& chat) {
+void translate_tools(const json& body, json& chat) {
     json tools = json::array();
-    if (!present(body, "tools")) return tools;
+    if (!present(body, "tools")) return;
     if (!body["tools"].is_array()) throw invalid("tools", "must be a list");
     for (const auto& t : body["tools"]) {
         if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("input_schema"))
@@ -110,7 +110,6 @@ json translate_tools(const json& body, json& chat) {
         tools.push_back({{"type", "function"}, {"function", fn}});
     }
     chat["tools"] = tools;
-    return tools;
 }
 
 void translate_tool_choice(const json& body, json& chat) {
