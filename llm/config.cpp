@@ -235,6 +235,7 @@ ModelConfig read_config(const gguf::File& f) {
     c.n_ctx_train = checked_or(f, {".context_length", 1, MAX_CONTEXT}, 2048);
     c.n_ff = checked_or(f, {".feed_forward_length", 0, MAX_WIDTH}, 0);
     c.rms_eps = f.get_or<float>(".attention.layer_norm_rms_epsilon", 1e-5f);
+    c.pooling_type = f.get_or<int32_t>(".pooling_type", 0);
     c.head_dim_k = checked_or(f, {".attention.key_length", 1, MAX_WIDTH}, std::max(1, c.n_embd / c.n_head));
     c.head_dim_v = checked_or(f, {".attention.value_length", 1, MAX_WIDTH}, c.head_dim_k);
 

@@ -82,6 +82,7 @@ struct ModelConfig {
     int head_dim_k = 0;          // key_length (defaults to n_embd / n_head)
     int head_dim_v = 0;
     int n_ff = 0;                // dense FFN width
+    int pooling_type = 0;        // <arch>.pooling_type, llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last (embedding models)
     float rms_eps = 1e-5f;
     bool tied_output = false;    // no output.weight: reuse token_embd
     bool qkv_bias = false;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -48,6 +49,8 @@ public:
         info_.tokenizer_pre = model_->file().get_or<std::string>("tokenizer.ggml.pre", "");
         info_.n_ctx = n_ctx;
         info_.n_vocab = c.n_vocab;
+        info_.n_embd = c.n_embd;
+        info_.pooling = c.pooling_type >= 1 && c.pooling_type <= 3 ? Pooling(c.pooling_type) : Pooling::NONE;
         start_pos_ = engine::Var("start_pos", 0, n_ctx - 1);
         // PREFILL_CHUNK spare rows: the graph must be valid for every bound of start_pos + n_tokens.
         state_ = model_->new_state(n_ctx + PREFILL_CHUNK, o.kv_f16 ? engine::f16 : engine::f32);
@@ -63,6 +66,12 @@ public:
         });
         decode_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
             return std::vector<Tensor>{model_->forward(in[0], start_pos_, state_, false)};
+        });
+        // A chunk's hidden states, reduced in the graph to what each pooling needs (static shapes):
+        // the first row (cls), the last row (last) and the sum of the rows (mean).
+        embed_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
+            Tensor h = model_->hidden(in[0].slice(0, 0, n_tokens_), start_pos_, state_);  // (T, D)
+            return std::vector<Tensor>{h.slice(0, 0, 1), h.slice(0, h.dim(0) - 1, 1), h.sum(0, true)};
         });
     }
 
@@ -91,7 +100,7 @@ public:
         live_logits_.clear();  // set again once the state ends a generation
         r.n_reused = static_cast<int>(reused);
         if (reused < prompt.size()) {
-            logits = prefill(prompt, reused);
+            logits = prefill(prompt, reused, opt.on_prefill);
             save_checkpoint(logits);  // end of the prompt: where a regenerate or an edited follow-up resumes
         }
         r.t_prefill_ms = ms_since(t0);
@@ -155,6 +164,40 @@ public:
         r.t_decode_ms = ms_since(t1);
         live_logits_ = std::move(logits);  // the live state is the end-of-generation checkpoint
         return r;
+    }
+
+    std::vector<float> embed(const std::vector<int32_t>& tokens, Pooling pooling) override {
+        if (pooling == Pooling::NONE) throw std::invalid_argument("[embed] no pooling: the model declares none (serve --pooling mean|cls|last)");
+        if (tokens.empty()) throw std::invalid_argument("[embed] the input is empty");
+        if (static_cast<int>(tokens.size()) > info_.n_ctx)
+            throw std::length_error("[embed] the input has " + std::to_string(tokens.size()) + " tokens, more than the context of " +
+                                    std::to_string(info_.n_ctx));
+        for (int32_t id : tokens)
+            if (id < 0 || id >= info_.n_vocab)
+                throw std::invalid_argument("[embed] token id " + std::to_string(id) + " is outside the vocabulary");
+        reset();  // the forward overwrites the cache rows (and restarts recurrent state at position 0)
+        const size_t D = size_t(info_.n_embd);
+        std::vector<float> pooled(D, 0.0f);
+        for (size_t pos = 0; pos < tokens.size();) {
+            const size_t n = std::min<size_t>(PREFILL_CHUNK, tokens.size() - pos);
+            chunk_tokens_.copy_from(tokens.data() + pos, n * sizeof(int32_t));
+            start_pos_.bind(static_cast<int64_t>(pos));
+            n_tokens_.bind(static_cast<int64_t>(n));
+            std::vector<Tensor> out = (*embed_)({chunk_tokens_});
+            const bool first = pos == 0, last = pos + n == tokens.size();
+            if (pooling == Pooling::MEAN) {
+                std::vector<float> sum = out[2].to_vector<float>();
+                for (size_t i = 0; i < D; i++) pooled[i] += sum[i];
+            } else if ((pooling == Pooling::CLS && first) || (pooling == Pooling::LAST && last)) {
+                pooled = out[pooling == Pooling::CLS ? 0 : 1].to_vector<float>();
+            }
+            pos += n;
+        }
+        double norm = 0.0;
+        for (float v : pooled) norm += double(v) * v;  // the mean's 1/n cancels in the normalization
+        const float scale = norm > 0.0 ? float(1.0 / std::sqrt(norm)) : 0.0f;
+        for (float& v : pooled) v *= scale;
+        return pooled;
     }
 
 private:
@@ -224,9 +267,11 @@ private:
     }
 
     // Evaluates prompt[from:] (positions from..) and returns the last token's logits.
-    std::vector<float> prefill(const std::vector<int32_t>& prompt, size_t from) {
+    std::vector<float> prefill(const std::vector<int32_t>& prompt, size_t from,
+                               const std::function<void(int, int)>& on_progress) {
         std::vector<float> logits;
         for (size_t pos = from; pos < prompt.size();) {
+            if (on_progress) on_progress(int(pos), int(prompt.size()));
             size_t n = std::min<size_t>(PREFILL_CHUNK, prompt.size() - pos);
             if (n == 1) {
                 logits = decode(prompt[pos]);
@@ -240,6 +285,7 @@ private:
             cached_.insert(cached_.end(), prompt.begin() + pos, prompt.begin() + pos + n);
             pos += n;
         }
+        if (on_progress) on_progress(int(prompt.size()), int(prompt.size()));
         return logits;
     }
 
@@ -264,7 +310,7 @@ private:
     uint64_t clock_ = 0;  // for least-recently-used replacement
     engine::Var start_pos_, n_tokens_;
     Tensor chunk_tokens_, one_token_;
-    std::unique_ptr<engine::Jit> prefill_, decode_;
+    std::unique_ptr<engine::Jit> prefill_, decode_, embed_;
     std::unique_ptr<GrammarVocab> grammar_vocab_;  // the vocabulary trie, built by the first grammar request
     std::vector<float> masked_;                    // (n_vocab) logits with the grammar's mask applied
 };

@@ -73,7 +73,7 @@ Tensor Model::feed_forward(int il, const Tensor& x) const {
     return ffn(layers[il].ffn, x);
 }
 
-Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const {
+Tensor Model::blocks(const Tensor& tokens, const Dim& start_pos, State& state) const {
     const ModelConfig& c = config_;
     Tensor x = engine::embedding(token_embd, tokens);  // (T, D)
     for (int il = 0; il < c.n_layer; il++) {
@@ -81,8 +81,17 @@ Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, 
         Tensor h = x + mixer(il, engine::rms_norm(x, l.attn_norm, c.rms_eps), start_pos, state.layers[il]);
         x = h + feed_forward(il, engine::rms_norm(h, l.ffn_norm, c.rms_eps));
     }
+    return x;
+}
+
+Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const {
+    Tensor x = blocks(tokens, start_pos, state);  // (T, D)
     if (!all_logits) x = x.slice(0, x.dim(0) - 1, 1);  // (1, D): only the last token's logits are needed
-    return engine::linear(engine::rms_norm(x, output_norm, c.rms_eps), output);  // (n_out, V)
+    return engine::linear(engine::rms_norm(x, output_norm, config_.rms_eps), output);  // (n_out, V)
+}
+
+Tensor Model::hidden(const Tensor& tokens, const Dim& start_pos, State& state) const {
+    return engine::rms_norm(blocks(tokens, start_pos, state), output_norm, config_.rms_eps);  // (T, D)
 }
 
 }  // namespace llm

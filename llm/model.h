@@ -44,10 +44,13 @@ public:
     // Logits for tokens (T) i32 at positions start_pos..start_pos+T-1: (1, V) for the last token, or
     // (T, V) with all_logits. Writes this chunk into the state.
     Tensor forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const;
+    // The final hidden states (T, D) after output_norm, without the output matmul: what embeddings pool.
+    Tensor hidden(const Tensor& tokens, const Dim& start_pos, State& state) const;
 
 private:
     Tensor mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const;
     Tensor feed_forward(int il, const Tensor& x) const;
+    Tensor blocks(const Tensor& tokens, const Dim& start_pos, State& state) const;  // (T, D) before output_norm
 
     std::shared_ptr<const gguf::File> file_;
     ModelConfig config_;

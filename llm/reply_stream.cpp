@@ -25,7 +25,11 @@ std::string StopScanner::push(std::string_view text) {
     if (matched_) return "";
     held_ += text;
     size_t first_match = std::string::npos;
-    for (const auto& s : stops_) first_match = std::min(first_match, held_.find(s));
+    for (const auto& s : stops_)
+        if (size_t at = held_.find(s); at < first_match) {
+            first_match = at;
+            matched_stop_ = s;
+        }
     if (first_match != std::string::npos) {
         matched_ = true;
         std::string out = held_.substr(0, first_match);
@@ -76,7 +80,7 @@ std::string ReplyStream::decode_new_text(bool at_end) {
 }
 
 RoutedText ReplyStream::push(int32_t id) {
-    if (stop_.matched() || tokenizer_.is_end(id)) return {};
+    if (stop_.matched() || tokenizer_.is_end(id) || tokenizer_.is_control(id)) return {};
     ids_.push_back(id);
     return router_.push(stop_.push(decode_new_text(false)));
 }

@@ -19,9 +19,11 @@ public:
     std::string push(std::string_view text);  // text that is certainly not part of a stop string
     std::string finish();                      // the held tail (when no stop string matched)
     bool matched() const { return matched_; }
+    const std::string& matched_stop() const { return matched_stop_; }  // the stop string that matched
 
 private:
     std::vector<std::string> stops_;
+    std::string matched_stop_;
     std::string held_;
     bool matched_ = false;
 };
@@ -35,9 +37,10 @@ public:
     // detokenizers drop at the start of a text.
     ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router,
                 const std::vector<int32_t>& prompt = {});
-    RoutedText push(int32_t id);  // end-of-generation ids add no text
+    RoutedText push(int32_t id);  // end-of-generation and control ids add no text
     RoutedText finish();
     bool stopped() const { return stop_.matched(); }  // a stop string matched: generation should end
+    const std::string& stop_string() const { return stop_.matched_stop(); }
 
 private:
     std::string decode_new_text(bool at_end);

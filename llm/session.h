@@ -62,6 +62,9 @@ struct GenerateOptions {
     // Called for every generated token; return false to stop (e.g. a stop string matched).
     std::function<bool(const TokenStep&)> on_token;
     const std::atomic<bool>* cancel = nullptr;  // checked between tokens (client went away, Ctrl-C)
+    // Called before prefill and after each prefill chunk with the prompt tokens done so far (reused
+    // ones included) and the prompt's length: streams send progress and keep-alives from here.
+    std::function<void(int n_done, int n_total)> on_prefill;
 };
 
 enum class FinishReason { STOP, LENGTH, CANCELLED, CALLBACK };
@@ -75,6 +78,9 @@ struct GenerateResult {
     double t_decode_ms = 0.0;
 };
 
+// How an embedding pools a text's final hidden states; the values are GGUF's <arch>.pooling_type.
+enum class Pooling { NONE = 0, MEAN = 1, CLS = 2, LAST = 3 };
+
 struct ModelInfo {
     std::string name;           // general.name or the file name
     std::string path;
@@ -83,6 +89,8 @@ struct ModelInfo {
     std::string tokenizer_pre;  // tokenizer.ggml.pre
     int n_ctx = 0;              // the context this session was created with
     int n_vocab = 0;
+    int n_embd = 0;             // width of the hidden states (and of embeddings)
+    Pooling pooling = Pooling::NONE;  // what the GGUF declares (<arch>.pooling_type)
 };
 
 class Session {
@@ -94,6 +102,10 @@ public:
     // LENGTH when the context fills up.
     virtual GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& options) = 0;
     virtual void reset() = 0;  // forget all cached state
+    // The embedding of `tokens`: the final hidden states (after output_norm) pooled as `pooling` says,
+    // L2-normalized. Uses the sequence's state, so the next generate() starts without a cached prefix.
+    // Throws std::invalid_argument for NONE, an empty or oversized input.
+    virtual std::vector<float> embed(const std::vector<int32_t>& tokens, Pooling pooling) = 0;
 };
 
 struct SessionOptions {

@@ -2,6 +2,8 @@
 // strings, reasoning/tool-call routing) to the caller's sink; a client that went away stops it.
 #include "server/server_impl.h"
 
+#include <chrono>
+
 namespace server {
 
 namespace {
@@ -16,7 +18,8 @@ json token_entry(const tok::Tokenizer& tokenizer, int32_t id, float logprob) {
 }  // namespace
 
 Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
-                       const std::function<bool()>& client_gone, const std::function<bool()>& interrupted) {
+                       const std::function<bool()>& client_gone, const std::function<bool()>& interrupted,
+                       const std::function<void(const Progress&)>& on_prefill) {
     const tok::Tokenizer& tokenizer = session.tokenizer();
     llm::ReplyStream reply(tokenizer, job.stop, job.router, job.prompt);
     Outcome outcome;
@@ -52,6 +55,16 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
         }
         return !reply.stopped();
     };
+    if (on_prefill) {
+        const auto t0 = std::chrono::steady_clock::now();
+        bool first = true;
+        int n_cache = 0;
+        options.on_prefill = [&, t0](int n_done, int n_total) {
+            if (first) n_cache = n_done;  // the first call comes before any work: what the cache held
+            first = false;
+            on_prefill({n_total, n_cache, n_done, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
+        };
+    }
     outcome.result = session.generate(job.prompt, options);
 
     if (!outcome.client_gone) {
@@ -62,6 +75,7 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
     // A stop string ends the reply like an end-of-generation token does; a reply that called tools
     // says so, unless it was cut short.
     const bool cut = outcome.result.finish == llm::FinishReason::LENGTH || (outcome.interrupted && !reply.stopped());
+    outcome.stop_string = reply.stop_string();
     outcome.finish_reason = outcome.client_gone ? "" : cut ? "length" : n_tool_calls > 0 ? "tool_calls" : "stop";
     return outcome;
 }

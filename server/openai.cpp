@@ -10,8 +10,6 @@
 
 namespace server {
 
-namespace {
-
 std::string random_id(const char* prefix) {
     static constexpr char ALNUM[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -61,6 +59,8 @@ bool boolean(const json& body, const char* key, bool fallback) {
     return body[key].get<bool>();
 }
 
+namespace {
+
 // Fields every generation request shares: stream, sampling, stop, max_tokens.
 void parse_common(const json& body, const llm::Session& session, Job& job) {
     job.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -68,6 +68,7 @@ void parse_common(const json& body, const llm::Session& session, Job& job) {
     if (present(body, "model")) job.model = body["model"].get<std::string>();
     if (integer(body, "n", 1, 1 << 20, 1) != 1) throw invalid("n", "must be 1: several choices per request are not supported");
     job.stream = boolean(body, "stream", false);
+    job.return_progress = boolean(body, "return_progress", false);
     if (present(body, "stream_options")) {
         if (!body["stream_options"].is_object()) throw invalid("stream_options", "must be an object");
         job.include_usage = boolean(body["stream_options"], "include_usage", false);
@@ -265,7 +266,17 @@ ApiError::ApiError(int status_, const std::string& message, std::string param_, 
                            : "invalid_request_error";
 }
 
-json error_json(const ApiError& e) {
+json error_json(const ApiError& e, ErrorShape shape) {
+    if (shape == ErrorShape::OLLAMA) return {{"error", e.what()}};
+    if (shape == ErrorShape::ANTHROPIC) {
+        // https://docs.anthropic.com/en/api/errors: one type per status
+        const char* type = e.status == 400 ? "invalid_request_error" : e.status == 401 ? "authentication_error"
+                         : e.status == 403 ? "permission_error" : e.status == 404 ? "not_found_error"
+                         : e.status == 413 ? "request_too_large" : e.status == 429 ? "rate_limit_error"
+                         : e.status == 503 || e.status == 529 ? "overloaded_error"
+                         : e.status >= 500 ? "api_error" : "invalid_request_error";
+        return {{"type", "error"}, {"error", {{"type", type}, {"message", e.what()}}}};
+    }
     return {{"error", {{"message", e.what()}, {"type", e.type},
                        {"param", e.param.empty() ? json() : json(e.param)},
                        {"code", e.code.empty() ? json() : json(e.code)}}}};

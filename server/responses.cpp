@@ -47,6 +47,18 @@ json usage_json(const Outcome& outcome) {
             {"prompt_tokens_details", {{"cached_tokens", r.n_reused}}}};
 }
 
+json timings_json(const Outcome& outcome) {
+    const auto& r = outcome.result;
+    const int n_prompt = r.n_prompt - r.n_reused, n_predicted = int(r.ids.size());
+    auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
+    auto per_second = [](double ms, int n) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
+    return {{"cache_n", r.n_reused}, {"prompt_n", n_prompt}, {"prompt_ms", r.t_prefill_ms},
+            {"prompt_per_token_ms", per_token(r.t_prefill_ms, n_prompt)}, {"prompt_per_second", per_second(r.t_prefill_ms, n_prompt)},
+            {"predicted_n", n_predicted}, {"predicted_ms", r.t_decode_ms},
+            {"predicted_per_token_ms", per_token(r.t_decode_ms, n_predicted)},
+            {"predicted_per_second", per_second(r.t_decode_ms, n_predicted)}};
+}
+
 json StreamFormatter::chunk(json delta_or_text, json logprobs, json finish_reason) const {
     json c = envelope(job_, true);
     json choice = {{"index", 0}};
@@ -89,6 +101,7 @@ std::vector<json> StreamFormatter::on_delta(const Delta& d) {
 std::vector<json> StreamFormatter::finish(const Outcome& outcome) {
     std::vector<json> out;
     out.push_back(chunk(job_.endpoint == Endpoint::CHAT ? json::object() : json(""), nullptr, outcome.finish_reason));
+    out.back()["timings"] = timings_json(outcome);
     if (job_.include_usage) {
         json u = envelope(job_, true);
         u["choices"] = json::array();
@@ -119,7 +132,42 @@ json whole_response(const Job& job, const Delta& reply, const Outcome& outcome) 
     choice["finish_reason"] = outcome.finish_reason;
     r["choices"] = json::array({choice});
     r["usage"] = usage_json(outcome);
+    r["timings"] = timings_json(outcome);
     return r;
 }
+
+namespace {
+
+// OpenAI streams: `data: {chunk}` events, then `data: [DONE]`.
+class OpenAiFormat final : public ReplyFormat {
+public:
+    explicit OpenAiFormat(const Job& job) : job_(job), stream_(job) {}
+    json whole(const Delta& reply, const Outcome& outcome) override { return whole_response(job_, reply, outcome); }
+    std::string start() override { return events(stream_.start()); }
+    std::string on_delta(const Delta& delta) override { return events(stream_.on_delta(delta)); }
+    std::string finish(const Outcome& outcome) override { return events(stream_.finish(outcome)) + "data: [DONE]\n\n"; }
+    std::string error(const ApiError& error) override { return events({error_json(error)}); }
+    std::string end_after_error() override { return "data: [DONE]\n\n"; }
+    // llama-server's prompt-progress chunk: no choices, a prompt_progress object
+    std::string progress(const Progress& p) override {
+        json c = {{"id", job_.id}, {"object", object_name(job_, true)}, {"created", job_.created}, {"model", job_.model},
+                  {"choices", json::array()},
+                  {"prompt_progress", {{"total", p.n_total}, {"cache", p.n_cache}, {"processed", p.n_processed}, {"time_ms", p.ms}}}};
+        return events({c});
+    }
+
+private:
+    static std::string events(const std::vector<json>& chunks) {
+        std::string out;
+        for (const json& c : chunks) out += "data: " + dump(c) + "\n\n";
+        return out;
+    }
+    const Job& job_;
+    StreamFormatter stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReplyFormat> openai_format(const Job& job) { return std::make_unique<OpenAiFormat>(job); }
 
 }  // namespace server

@@ -112,53 +112,85 @@ struct Server::Impl {
         res.set_content(dump(body), "application/json");
     }
 
-    // Wraps a handler: whatever it throws becomes an OpenAI-shaped error response.
-    httplib::Server::Handler guarded(std::function<void(const httplib::Request&, httplib::Response&)> handler) {
-        return [this, handler](const httplib::Request& req, httplib::Response& res) {
+    // Wraps a handler: whatever it throws becomes an error response in the API's shape.
+    httplib::Server::Handler guarded(std::function<void(const httplib::Request&, httplib::Response&)> handler,
+                                     ErrorShape shape = ErrorShape::OPENAI) {
+        return [this, handler, shape](const httplib::Request& req, httplib::Response& res) {
+            auto fail = [&](const ApiError& e) { send_json(res, e.status, error_json(e, shape)); };
             try {
                 handler(req, res);
             } catch (const ApiError& e) {
-                send_json(res, e.status, error_json(e));
+                fail(e);
             } catch (const llm::TemplateError& e) {  // e.g. the template's raise_exception on bad roles
-                send_json(res, 400, error_json(ApiError(400, std::string("[server] chat template: ") + e.what(), "messages")));
+                fail(ApiError(400, std::string("[server] chat template: ") + e.what(), "messages"));
             } catch (const nlohmann::json::exception& e) {  // a field of an unexpected type
-                send_json(res, 400, error_json(ApiError(400, std::string("[server] invalid request: ") + e.what())));
+                fail(ApiError(400, std::string("[server] invalid request: ") + e.what()));
             } catch (const tok::Error& e) {
-                send_json(res, 400, error_json(ApiError(400, e.what())));
+                fail(ApiError(400, e.what()));
             } catch (const std::length_error& e) {
-                send_json(res, 400, error_json(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded")));
+                fail(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded"));
+            } catch (const std::invalid_argument& e) {  // e.g. [embed] on a model without pooling
+                fail(ApiError(400, std::string("[server] ") + e.what()));
             } catch (const std::exception& e) {
-                send_json(res, 500, error_json(ApiError(500, std::string("[server] internal error: ") + e.what())));
+                fail(ApiError(500, std::string("[server] internal error: ") + e.what()));
             }
         };
     }
 
     void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+    // Runs a parsed job with one API's reply format: queued, then answered whole or streamed.
+    void run_job(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job, std::shared_ptr<ReplyFormat> format);
+    std::shared_ptr<RequestQueue::Ticket> enter_queue();  // throws 503 when the queue is full or the server stops
+    // Parses a request through the prompt slots (rendering and tokenizing are bounded); nullptr when
+    // the client left while waiting for one.
+    std::shared_ptr<Job> prepare(const httplib::Request& req, const std::function<Job(llm::Session&)>& parse);
+    ModelFacts facts() {
+        const llm::ModelInfo& info = require_session().info();
+        return {model_name(), &info, options.pooling != llm::Pooling::NONE ? options.pooling : info.pooling,
+                options.chat_template.empty() ? info.chat_template : options.chat_template};
+    }
+    void embed(const httplib::Request& req, httplib::Response& res, bool ollama);
     void routes();
 };
 
 void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    const json body = parse_body(req.body);
+    auto job = prepare(req, [&](llm::Session& s) {
+        return endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
+                                          : parse_completion_request(body, s, model_name());
+    });
+    if (job) run_job(req, res, job, openai_format(*job));
+}
+
+std::shared_ptr<Job> Server::Impl::prepare(const httplib::Request& req, const std::function<Job(llm::Session&)>& parse) {
     if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
     llm::Session& s = require_session();
-    const json body = parse_body(req.body);
-    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
-    auto gone = [watch] { return watch->gone(); };
-    auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
-    std::shared_ptr<Job> job;
-    {
-        // Rendering and tokenizing can take much memory and time: only a few at once.
-        PromptSlots::Slot slot(prompt_slots, gone_or_stopping);
-        if (!slot.held()) {
-            if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
-            t_log_detail = " · client went away before its prompt was prepared";
-            return;
-        }
-        job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
-                                                               : parse_completion_request(body, s, model_name()));
+    ClientWatch watch(req.remote_port, req.local_port);
+    // Rendering and tokenizing can take much memory and time: only a few at once.
+    PromptSlots::Slot slot(prompt_slots, [&] { return stopping || watch.gone(); });
+    if (!slot.held()) {
+        if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
+        t_log_detail = " · client went away before its prompt was prepared";
+        return nullptr;
     }
+    return std::make_shared<Job>(parse(s));
+}
+
+std::shared_ptr<RequestQueue::Ticket> Server::Impl::enter_queue() {
+    if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
     std::shared_ptr<RequestQueue::Ticket> ticket = queue.enter();
     if (!ticket)
         throw ApiError(503, "[server] the queue is full (" + std::to_string(options.queue_size) + " waiting); retry later", "", "queue_full");
+    return ticket;
+}
+
+void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
+                           std::shared_ptr<ReplyFormat> format) {
+    llm::Session& s = require_session();
+    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue();
+    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
+    auto gone = [watch] { return watch->gone(); };
+    auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
     auto cut_now = [this] { return cut(); };
     const ApiError shutting_down(503, "[server] shutting down: the request was still queued", "", "shutting_down");
 
@@ -177,48 +209,71 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
         ticket.reset();
         count(o);
         t_log_detail = generation_log(*job, o);
-        send_json(res, 200, whole_response(*job, reply, o));
+        send_json(res, 200, format->whole(reply, o));
         return;
     }
 
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, job, ticket, watch, gone, gone_or_stopping, cut_now, shutting_down,
-                                                           &s](size_t, httplib::DataSink& sink) mutable {
-        auto write = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
-        auto write_json = [&](const json& j) { return write("data: " + dump(j) + "\n\n"); };
+    res.set_chunked_content_provider(format->stream_type(), [this, job, format, ticket, watch, gone, gone_or_stopping, cut_now,
+                                                             shutting_down, &s](size_t, httplib::DataSink& sink) mutable {
+        auto last_write = Clock::now();
+        auto write = [&](const std::string& piece) {
+            if (piece.empty()) return true;
+            last_write = Clock::now();
+            return sink.write(piece.data(), piece.size());
+        };
         if (!ticket->wait_turn(gone_or_stopping)) {
             if (watch->gone()) {
                 t_log_detail = " · client went away while queued";
                 return false;
             }
-            write_json(error_json(shutting_down));  // the 200 and SSE headers are out: the end is an event
-            write("data: [DONE]\n\n");
+            write(format->error(shutting_down) + format->end_after_error());  // the 200 is out: the end is an event
             sink.done();
             return true;
         }
-        StreamFormatter formatter(*job);
-        for (const json& c : formatter.start()) write_json(c);
+        write(format->start());
+        // Between prefill chunks: progress when asked for, and a keep-alive when the stream has been
+        // silent long enough that a proxy or client might give up on it.
+        auto on_prefill = [&](const Progress& p) {
+            if (job->return_progress) write(format->progress(p));
+            if (ms_since(last_write) >= options.keep_alive_ms) write(format->keep_alive());
+        };
         try {
-            Outcome o = generate_reply(s, *job, [&](Delta&& d) {
-                for (const json& c : formatter.on_delta(d))
-                    if (!write_json(c)) return false;
-                return true;
-            }, gone, cut_now);
+            Outcome o = generate_reply(s, *job, [&](Delta&& d) { return write(format->on_delta(d)); }, gone, cut_now, on_prefill);
             ticket.reset();
             count(o);
             t_log_detail = generation_log(*job, o);
             if (o.client_gone) return false;
-            for (const json& c : formatter.finish(o)) write_json(c);
-            write("data: [DONE]\n\n");
+            write(format->finish(o));
         } catch (const std::length_error& e) {  // an error after the stream began is an event
-            write_json(error_json(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded")));
+            write(format->error(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded")));
         } catch (const std::exception& e) {
-            write_json(error_json(ApiError(500, std::string("[server] generation failed: ") + e.what())));
+            write(format->error(ApiError(500, std::string("[server] generation failed: ") + e.what())));
         }
         ticket.reset();
         sink.done();
         return true;
     });
+}
+
+void Server::Impl::embed(const httplib::Request& req, httplib::Response& res, bool ollama) {
+    llm::Session& s = require_session();
+    const EmbedJob job = parse_embeddings_request(parse_body(req.body), s, model_name(), ollama);
+    const ModelFacts m = facts();
+    if (m.pooling == llm::Pooling::NONE)
+        throw ApiError(400, "[server] this model declares no pooling (" + s.info().architecture +
+                                ".pooling_type), so it cannot embed; start the server with --pooling mean|cls|last");
+    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue();
+    ClientWatch watch(req.remote_port, req.local_port);
+    if (!ticket->wait_turn([&] { return watch.gone(); })) {
+        t_log_detail = " · client went away while queued";
+        return;
+    }
+    const auto t0 = Clock::now();
+    const auto vectors = run_embeddings(s, job, m.pooling);
+    ticket.reset();
+    t_log_detail = format(" · %zu inputs embedded", vectors.size());
+    send_json(res, 200, embeddings_response(job, vectors, ms_since(t0)));
 }
 
 void Server::Impl::routes() {
@@ -266,9 +321,12 @@ void Server::Impl::routes() {
         else send_json(res, 503, {{"status", "loading"}});
     });
     auto models = guarded([this](const httplib::Request&, httplib::Response& res) {
-        const llm::ModelInfo& info = require_session().info();
-        json model = {{"id", model_name()}, {"object", "model"}, {"created", 0}, {"owned_by", "tinyllm"},
-                      {"meta", {{"architecture", info.architecture}, {"n_ctx", info.n_ctx}, {"n_vocab", info.n_vocab}}}};
+        const ModelFacts m = facts();
+        const llm::ModelInfo& info = *m.info;
+        json model = {{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tinyllm"},
+                      {"context_length", info.n_ctx}, {"max_model_len", info.n_ctx}, {"capabilities", capabilities_json(m, false)},
+                      {"meta", {{"architecture", info.architecture}, {"n_ctx", info.n_ctx}, {"n_vocab", info.n_vocab},
+                                {"n_embd", info.n_embd}}}};
         send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
     });
     http.Get("/v1/models", models);
@@ -279,6 +337,51 @@ void Server::Impl::routes() {
     http.Post("/chat/completions", chat);
     http.Post("/v1/completions", completion);
     http.Post("/completions", completion);
+
+    // The other APIs: each parses into a Job (or an EmbedJob) and answers in its own shapes.
+    const ErrorShape ANTHROPIC = ErrorShape::ANTHROPIC, OLLAMA = ErrorShape::OLLAMA;
+    http.Post("/v1/messages", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        const json body = parse_body(req.body);
+        auto job = prepare(req, [&](llm::Session& s) { return parse_anthropic_request(body, s, render_chat, model_name()); });
+        if (job) run_job(req, res, job, anthropic_format(*job));
+    }, ANTHROPIC));
+    http.Post("/v1/messages/count_tokens", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        const Job job = parse_chat_request(anthropic_to_chat(parse_body(req.body), true), require_session(), render_chat, model_name());
+        send_json(res, 200, {{"input_tokens", job.prompt.size()}});
+    }, ANTHROPIC));
+    http.Post("/v1/responses", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        const json body = parse_body(req.body);
+        auto job = prepare(req, [&](llm::Session& s) { return parse_responses_request(body, s, render_chat, model_name()); });
+        if (job) run_job(req, res, job, responses_format(*job, body));
+    }));
+    http.Post("/v1/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) { embed(req, res, false); }));
+    http.Post("/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) { embed(req, res, false); }));
+
+    http.Get("/api/version", [this](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, {{"version", "0.9.0"}});  // the ollama API level these routes follow
+    });
+    http.Get("/api/tags", guarded([this](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, {{"models", json::array({ollama_model_entry(facts(), false)})}});
+    }, OLLAMA));
+    http.Get("/api/ps", guarded([this](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, {{"models", json::array({ollama_model_entry(facts(), true)})}});
+    }, OLLAMA));
+    http.Post("/api/show", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        parse_body(req.body);  // any model name: the server has one
+        send_json(res, 200, ollama_show(facts()));
+    }, OLLAMA));
+    for (const bool generate : {false, true})
+        http.Post(generate ? "/api/generate" : "/api/chat", guarded([this, generate](const httplib::Request& req, httplib::Response& res) {
+            const json body = parse_body(req.body);
+            if (generate && (!present(body, "prompt") || body["prompt"] == "")) {  // ollama's way to load a model
+                send_json(res, 200, {{"model", body.value("model", model_name())}, {"created_at", iso_time_now()}, {"response", ""},
+                                     {"done", true}, {"done_reason", "load"}});
+                return;
+            }
+            auto job = prepare(req, [&](llm::Session& s) { return parse_ollama_request(body, s, render_chat, model_name(), generate); });
+            if (job) run_job(req, res, job, ollama_format(*job, generate));
+        }, OLLAMA));
+    http.Post("/api/embed", guarded([this](const httplib::Request& req, httplib::Response& res) { embed(req, res, true); }, OLLAMA));
 
     http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
         const tok::Tokenizer& tokenizer = require_session().tokenizer();

@@ -35,6 +35,12 @@ struct ServerOptions {
     int max_connections = 512;   // open connections; the longest-idle one makes room, else 503
     int idle_timeout_ms = 5000, header_timeout_ms = 10000, request_timeout_ms = 60000;
     double shutdown_timeout_s = 10;  // shutdown(): how long running requests may take to end
+    // How embeddings pool the hidden states: NONE uses what the GGUF declares (<arch>.pooling_type);
+    // anything else overrides it (serve --pooling), e.g. for a model without pooling metadata.
+    llm::Pooling pooling = llm::Pooling::NONE;
+    std::string chat_template;   // the Jinja source replacing the model's (serve --chat-template), for what
+                                 // /v1/models and /api/show report; "": the model's own
+    int keep_alive_ms = 15000;   // a stream silent this long while the prompt is prefilled gets an SSE comment
 };
 
 class Server {

@@ -1,5 +1,7 @@
-// Server internals shared by its files: OpenAI request parsing (openai.cpp), running a generation
-// (generation.cpp), the request queue (request_queue.cpp) and client-disconnect detection (client_watch.cpp).
+// Server internals shared by its files: OpenAI request parsing (openai.cpp) and replies (responses.cpp),
+// the other APIs that translate into the same Job (anthropic.cpp, openai_responses.cpp, ollama.cpp,
+// embeddings.cpp), running a generation (generation.cpp), the request queue (request_queue.cpp) and
+// client-disconnect detection (client_watch.cpp).
 #pragma once
 
 #include "llm/reply_stream.h"
@@ -27,8 +29,19 @@ struct ApiError : std::runtime_error {
     std::string type, param, code;
     ApiError(int status, const std::string& message, std::string param = "", std::string code = "");
 };
-json error_json(const ApiError& error);
+// The error body each API's clients parse: OpenAI {"error": {message, type, param, code}}, Anthropic
+// {"type": "error", "error": {type, message}}, ollama {"error": message}.
+enum class ErrorShape { OPENAI, ANTHROPIC, OLLAMA };
+json error_json(const ApiError& error, ErrorShape shape = ErrorShape::OPENAI);
 std::string dump(const json& j);  // compact; invalid UTF-8 from a model becomes U+FFFD instead of throwing
+
+// Request field readers (openai.cpp): each throws ApiError 400 naming the field.
+ApiError invalid(const std::string& param, const std::string& what);
+bool present(const json& body, const char* key);  // there and not null
+double number(const json& body, const char* key, double lo, double hi, double fallback);
+int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t fallback);
+bool boolean(const json& body, const char* key, bool fallback);
+std::string random_id(const char* prefix);  // prefix + 24 random letters and digits
 
 enum class Endpoint { CHAT, COMPLETION };
 
@@ -45,6 +58,7 @@ struct Job {
     bool logprobs = false;
     std::vector<std::string> stop;
     llm::RouterOptions router;
+    bool return_progress = false;  // llama-server's prompt-progress chunks while the prompt is prefilled
 };
 
 constexpr int JSON_MAX_DEPTH = 256;
@@ -76,20 +90,29 @@ struct Delta {
 struct Outcome {
     llm::GenerateResult result;
     std::string finish_reason;  // stop, length, tool_calls ("" when the client went away)
+    std::string stop_string;    // the stop string that ended the reply, when one did
     bool client_gone = false;
     bool interrupted = false;   // cut short by interrupted() (server shutdown): finish_reason length
 };
 
+// How far the prompt's prefill is (llama-server's prompt_progress).
+struct Progress {
+    int n_total = 0, n_cache = 0, n_processed = 0;  // prompt tokens; reused from the cache; done (cache included)
+    double ms = 0;                                   // since the prefill began
+};
+
 // Runs `job` on the session, calling on_delta as text arrives (it returns false once the client is
 // gone). Stops within one token of client_gone() or interrupted() turning true; an interrupted reply
-// still ends normally, as one cut short by max_tokens.
+// still ends normally, as one cut short by max_tokens. on_prefill (optional) hears the prefill's progress.
 Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
-                       const std::function<bool()>& client_gone, const std::function<bool()>& interrupted = {});
+                       const std::function<bool()>& client_gone, const std::function<bool()>& interrupted = {},
+                       const std::function<void(const Progress&)>& on_prefill = {});
 
 // Response bodies. Streams: the first chunk carries role "assistant", tool calls come as a header
 // delta (index, id, type, name) then an arguments delta, the last chunk has an empty delta and the
 // finish_reason, then (include_usage) a usage chunk with choices: [].
 json usage_json(const Outcome& outcome);
+json timings_json(const Outcome& outcome);  // llama-server's timings: prompt_n, prompt_ms, predicted_n, …, cache_n
 class StreamFormatter {
 public:
     explicit StreamFormatter(const Job& job) : job_(job) {}
@@ -104,6 +127,63 @@ private:
     size_t text_offset_ = 0;  // completions' logprobs.text_offset
 };
 json whole_response(const Job& job, const Delta& reply, const Outcome& outcome);  // stream: false
+
+// One API's replies over the shared generation: the whole response (stream: false), or the stream's
+// pieces already framed for the wire (SSE events, NDJSON lines; "" sends nothing).
+class ReplyFormat {
+public:
+    virtual ~ReplyFormat() = default;
+    virtual json whole(const Delta& reply, const Outcome& outcome) = 0;
+    virtual const char* stream_type() const { return "text/event-stream"; }
+    virtual std::string start() = 0;
+    virtual std::string on_delta(const Delta& delta) = 0;
+    virtual std::string finish(const Outcome& outcome) = 0;
+    virtual std::string error(const ApiError& error) = 0;  // an error after the stream began
+    virtual std::string end_after_error() { return ""; }   // what closes a stream that ended in an error
+    virtual std::string progress(const Progress&) { return ""; }
+    virtual std::string keep_alive() { return ": keep-alive\n\n"; }  // sent when a long prefill is silent
+};
+std::unique_ptr<ReplyFormat> openai_format(const Job& job);  // chat.completion(.chunk) / text_completion
+
+// Anthropic Messages (anthropic.cpp). The request becomes an OpenAI chat body, then a Job like any chat.
+json anthropic_to_chat(const json& body, bool count_only);  // count_only: /v1/messages/count_tokens
+Job parse_anthropic_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat,
+                            const std::string& model_name);
+std::unique_ptr<ReplyFormat> anthropic_format(const Job& job);
+
+// OpenAI Responses, stateless (openai_responses.cpp). `request` is echoed in the response object.
+Job parse_responses_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat,
+                            const std::string& model_name);
+std::unique_ptr<ReplyFormat> responses_format(const Job& job, const json& request);
+
+// ollama's /api/chat and /api/generate (ollama.cpp). A /api/generate with no prompt only "loads".
+Job parse_ollama_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat,
+                         const std::string& model_name, bool generate);
+std::unique_ptr<ReplyFormat> ollama_format(const Job& job, bool generate);
+std::string iso_time_now();  // 2026-12-01T21:40:00.123456789Z, ollama's timestamps
+// ollama's model descriptions: one /api/tags or /api/ps entry, and the /api/show body.
+struct ModelFacts {
+    std::string name;
+    const llm::ModelInfo* info = nullptr;
+    llm::Pooling pooling = llm::Pooling::NONE;  // what embeddings use (--pooling or the GGUF's)
+    std::string chat_template;                 // the one the server renders with
+};
+json capabilities_json(const ModelFacts& model, bool ollama_names);  // completion, tools, embedding(s), thinking
+json ollama_model_entry(const ModelFacts& model, bool running);
+json ollama_show(const ModelFacts& model);
+
+// Embeddings (embeddings.cpp): /v1/embeddings and ollama's /api/embed.
+struct EmbedJob {
+    std::string model;
+    std::vector<std::vector<int32_t>> inputs;  // token ids of each input
+    int dimensions = 0;                        // 0: all; else the first N dims, normalized again
+    bool base64 = false;                       // encoding_format base64 (little-endian float32)
+    bool ollama = false;
+};
+EmbedJob parse_embeddings_request(const json& body, const llm::Session& session, const std::string& model_name, bool ollama);
+// Runs the inputs one after the other (the caller holds the model's turn in the queue).
+std::vector<std::vector<float>> run_embeddings(llm::Session& session, const EmbedJob& job, llm::Pooling pooling);
+json embeddings_response(const EmbedJob& job, const std::vector<std::vector<float>>& vectors, double ms);
 
 // Requests wait in arrival order for the one model instance; at most `max_waiting` may wait.
 class RequestQueue {

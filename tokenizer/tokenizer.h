@@ -53,6 +53,9 @@ public:
     virtual bool add_bos() const = 0;
     virtual bool is_end(int32_t id) const = 0;      // EOS / EOT / end-of-generation tokens
     virtual bool is_special(int32_t id) const = 0;  // control, unknown or user-defined token
+    // A control token (BOS, <|im_start|>, …): a reply shows it as nothing, as llama-server does. Tags
+    // a router reads (<think>, <tool_call>) are user-defined or plain tokens, not control ones.
+    virtual bool is_control(int32_t id) const = 0;
 };
 
 // Turns ids into text incrementally, emitting only complete UTF-8 code points; partial bytes are held

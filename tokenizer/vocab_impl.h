@@ -154,6 +154,7 @@ public:
     bool add_bos() const override { return add_bos_; }
     bool is_end(int32_t id) const override;
     bool is_special(int32_t id) const override;
+    bool is_control(int32_t id) const override { return id >= 0 && id < n_vocab() && types_[id] == CONTROL; }
 
 protected:
     // Reads tokens, types, scores, special ids and flags. Defaults differ per vocabulary kind.

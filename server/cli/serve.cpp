@@ -16,7 +16,7 @@ namespace {
 constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]
                      [--cors ORIGIN] [--allow-host H] [--max-context N] [--queue N] [--max-body BYTES]
                      [--shutdown-timeout S] [--device CPU] [--threads N]
-                     [--chat-template FILE]
+                     [--chat-template FILE] [--pooling mean|cls|last]
   --model M        GGUF model (default: the built-in stories260K)
   --host, --port   where to listen (--port 0: any free port; the URL is printed when ready)
   --api-key K      require 'Authorization: Bearer K' or 'x-api-key: K' (not for / and /health)
@@ -29,6 +29,8 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
   --max-body BYTES largest request body (default 33554432); more get 413
   --shutdown-timeout S  SIGTERM/SIGINT: seconds running requests get to end (default 10)
   --chat-template FILE  use this Jinja chat template instead of the model's (llama-server's --chat-template-file)
+  --pooling P      how embeddings pool hidden states (mean, cls, last); default: the model's
+                   <arch>.pooling_type, and a model without one cannot embed
 )";
 
 int parse_int(Args& args, const std::string& flag, int fallback) {
@@ -75,6 +77,14 @@ int cmd_serve(const std::vector<std::string>& argv) {
     args.value("--device", session_options.device);
     session_options.n_threads = parse_int(args, "--threads", 0);
     const std::string chat_template = chat_template_flag(args);
+    options.chat_template = chat_template;
+    std::string pooling;
+    if (args.value("--pooling", pooling)) {
+        if (pooling == "mean") options.pooling = llm::Pooling::MEAN;
+        else if (pooling == "cls") options.pooling = llm::Pooling::CLS;
+        else if (pooling == "last") options.pooling = llm::Pooling::LAST;
+        else args.usage_error("--pooling must be mean, cls or last, not '" + pooling + "'");
+    }
     if (!args.positionals().empty()) args.usage_error("takes no positional arguments");
 
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server

@@ -117,7 +117,7 @@ TEST_CASE("http: an error after streaming began is sent as an error event") {
 TEST_CASE("http: unknown routes are 404 in OpenAI's shape") {
     LiveServer s;
     check_error(s.client->Get("/v1/nothing"), 404, "not_found_error");
-    check_error(s.client->Post("/v1/embeddings", "{}", "application/json"), 404, "not_found_error");
+    check_error(s.client->Post("/v1/audio/speech", "{}", "application/json"), 404, "not_found_error");
 }
 
 TEST_CASE("http: a client that hangs up mid-stream stops its generation within a token and frees the slot") {

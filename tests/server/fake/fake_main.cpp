@@ -3,7 +3,9 @@
 //   tinyllm_fake serve [--port N] [--delay MS] [--words N] [--ctx N] [--api-key K] [--cors O]
 //                      [--max-body N] [--shutdown-timeout S] [--header-timeout MS] [--queue N]
 //   tinyllm_fake chat [--delay MS] [--words N]
-// The reply echoes the last user message, then N filler words (so a slow stream can be stopped).
+// The reply echoes the last user message, then N filler words (so a slow stream can be stopped). When
+// the request offers tools, a user message is answered with a call of the first tool ({"query": the
+// message}) and a tool result with "The tool said: RESULT." (a scripted tool round trip).
 #include "fake/fake_model.h"
 
 #include <csignal>
@@ -22,6 +24,28 @@ std::string last_user_message(const std::string& prompt) {
     if (start == std::string::npos) return prompt;
     start += open.size();
     return prompt.substr(start, prompt.find("<|im_end|>", start) - start);
+}
+
+// The role and text of the last message of a ChatML prompt (before the assistant's opening).
+std::pair<std::string, std::string> last_message(const std::string& prompt) {
+    const std::string open = "<|im_start|>", close = "<|im_end|>";
+    size_t end = prompt.rfind(close);
+    if (end == std::string::npos) return {"", ""};
+    size_t start = prompt.rfind(open, end);
+    if (start == std::string::npos) return {"", ""};
+    std::string message = prompt.substr(start + open.size(), end - start - open.size());
+    size_t newline = message.find('\n');
+    if (newline == std::string::npos) return {message, ""};
+    return {message.substr(0, newline), message.substr(newline + 1)};
+}
+
+std::string first_tool_name(const std::string& prompt) {
+    const std::string marker = "# Tools\n";
+    size_t at = prompt.find(marker);
+    if (at == std::string::npos) return "";
+    auto tools = nlohmann::json::parse(prompt.substr(at + marker.size(), prompt.find("<|im_end|>", at) - at - marker.size()), nullptr, false);
+    if (tools.is_discarded() || !tools.is_array() || tools.empty()) return "";
+    return tools[0]["function"].value("name", "");
 }
 
 }  // namespace
@@ -52,6 +76,13 @@ int main(int argc, char** argv) {
     fake::ScriptedSession session(n_ctx);
     session.token_delay_ms = delay;
     session.reply = [words](const std::string& prompt) {
+        const std::string tool = first_tool_name(prompt);
+        const auto [role, content] = last_message(prompt);
+        if (!tool.empty() && role == "user") {  // tool_choice required: the server already opened the call
+            const std::string open = prompt.ends_with("<tool_call>\n") ? "" : "<tool_call>\n";
+            return open + nlohmann::json{{"name", tool}, {"arguments", {{"query", content}}}}.dump() + "\n</tool_call>";
+        }
+        if (role == "tool") return "The tool said: " + content + ".";
         std::string text = "You said: **" + last_user_message(prompt) + "**.";
         for (int i = 0; i < words; i++) text += i % 12 == 0 ? "\n\nword" : " word";
         return text;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <thread>
 
@@ -83,6 +84,8 @@ ScriptedSession::ScriptedSession(int n_ctx) {
     info_.architecture = "fake";
     info_.n_ctx = n_ctx;
     info_.n_vocab = tokenizer_.n_vocab();
+    info_.n_embd = 16;
+    info_.pooling = llm::Pooling::MEAN;
 }
 
 std::vector<ScriptedSession::Call> ScriptedSession::calls() const {
@@ -93,6 +96,17 @@ std::vector<ScriptedSession::Call> ScriptedSession::calls() const {
 int ScriptedSession::tokens_after(std::chrono::steady_clock::time_point since) const {
     std::lock_guard lock(mutex_);
     return int(std::count_if(token_times_.begin(), token_times_.end(), [&](auto t) { return t > since; }));
+}
+
+std::vector<float> ScriptedSession::embed(const std::vector<int32_t>& tokens, llm::Pooling pooling) {
+    if (pooling == llm::Pooling::NONE) throw std::invalid_argument("[fake] no pooling");
+    if (tokens.empty() || int(tokens.size()) > info_.n_ctx) throw std::length_error("[fake] input does not fit the context");
+    std::vector<float> v(size_t(info_.n_embd), 0.0f);
+    for (int32_t id : tokens) v[size_t(id) % v.size()] += 1.0f;
+    double norm = 0;
+    for (float x : v) norm += x * x;
+    for (float& x : v) x = float(x / std::sqrt(norm));
+    return v;
 }
 
 void ScriptedSession::reset() {
@@ -123,6 +137,15 @@ llm::GenerateResult ScriptedSession::generate(const std::vector<int32_t>& prompt
         cached_ = prompt;
     }
     result.t_prefill_ms = 1.0;
+    if (prefill_delay_ms > 0) {
+        const int n = int(prompt.size());
+        for (int done : {result.n_reused, (result.n_reused + n) / 2}) {
+            if (options.on_prefill) options.on_prefill(done, n);
+            std::this_thread::sleep_for(std::chrono::milliseconds(prefill_delay_ms));
+        }
+        if (options.on_prefill) options.on_prefill(n, n);
+        result.t_prefill_ms = 2.0 * prefill_delay_ms;
+    }
     auto t0 = std::chrono::steady_clock::now();
     result.finish = llm::FinishReason::LENGTH;
     for (size_t i = 0;; i++) {

@@ -25,6 +25,7 @@ public:
     std::string piece(int32_t id) const override;
     std::string token_text(int32_t id, bool) const override { return decode({id}); }
     bool is_special(int32_t id) const override { return id < 3 || id >= IM_START; }
+    bool is_control(int32_t id) const override { return id == BOS || id >= IM_START; }
     int32_t n_vocab() const override { return 261; }
     int32_t bos() const override { return BOS; }
     int32_t eos() const override { return EOS; }
@@ -39,12 +40,15 @@ public:
     const tok::Tokenizer& tokenizer() const override { return tokenizer_; }
     llm::GenerateResult generate(const std::vector<int32_t>& prompt, const llm::GenerateOptions& options) override;
     void reset() override;
+    // A deterministic stand-in: byte counts of the text folded into n_embd dims, L2-normalized.
+    std::vector<float> embed(const std::vector<int32_t>& tokens, llm::Pooling pooling) override;
 
     // The script: what to answer to a prompt (given as text, specials included). Default: `reply_text`.
     std::function<std::string(const std::string& prompt)> reply;
     std::string reply_text = "Hello there!";
     bool end_with_eos = true;   // false: keep going until max_tokens
     int token_delay_ms = 0;
+    int prefill_delay_ms = 0;    // > 0: the prompt "prefills" in two halves this slow, reporting progress
     int fail_after_tokens = -1;  // >= 0: generate() throws after that many tokens (an engine failure)
 
     // What it saw (read after the request finished).

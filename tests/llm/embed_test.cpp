@@ -1,0 +1,88 @@
+// Session::embed against llama.cpp: the pooled, normalized final hidden states of two architectures
+// (qwen3 with last-token pooling, llama with mean pooling) must point where llama.cpp's do (cosine
+// ≥ 0.999; tests/fixtures/embeddings_llamacpp.json, recorded by scripts/record_embeddings.sh).
+#include "common/test_data.h"
+#include "llm/session.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+
+namespace {
+
+nlohmann::json fixture() {
+    std::ifstream in(test_data::source_dir() + "/tests/fixtures/embeddings_llamacpp.json");
+    REQUIRE(in);
+    return nlohmann::json::parse(in);
+}
+
+llm::Pooling pooling_of(const std::string& name) {
+    return name == "mean" ? llm::Pooling::MEAN : name == "cls" ? llm::Pooling::CLS : llm::Pooling::LAST;
+}
+
+double cosine(const std::vector<float>& a, const std::vector<double>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < a.size(); i++) ab += a[i] * b[i], aa += double(a[i]) * a[i], bb += b[i] * b[i];
+    return ab / std::sqrt(aa * bb);
+}
+
+}  // namespace
+
+TEST_CASE("embeddings match llama.cpp's on qwen3 (last) and llama (mean)", "[embed]") {
+    REQUIRE_SHARED_DATA();
+    const nlohmann::json cases = fixture()["cases"];
+    REQUIRE(cases.size() == 2);
+    for (const auto& c : cases) {
+        llm::SessionOptions o;
+        o.model_path = test_data::shared("models/" + c["model"].get<std::string>());
+        o.n_ctx = 256;
+        auto session = llm::open_session(o);
+        for (const auto& input : c["inputs"]) {
+            const std::string text = input["text"];
+            INFO(c["model"].get<std::string>() << " · " << text);
+            const std::vector<int32_t> ids = session->tokenizer().encode(text, true, true);
+            CHECK(ids == input["ids"].get<std::vector<int32_t>>());
+            const std::vector<float> ours = session->embed(input["ids"].get<std::vector<int32_t>>(), pooling_of(c["pooling"]));
+            const std::vector<double> theirs = input["embedding"].get<std::vector<double>>();
+            REQUIRE(ours.size() == theirs.size());
+            CHECK(cosine(ours, theirs) >= 0.999);
+        }
+    }
+}
+
+TEST_CASE("an embedding is unit length, deterministic, and leaves generation working", "[embed]") {
+    REQUIRE_SHARED_DATA();
+    llm::SessionOptions o;
+    o.model_path = test_data::shared("models/random-qwen3-q8_0.gguf");
+    o.n_ctx = 256;
+    auto session = llm::open_session(o);
+    const std::vector<int32_t> ids = session->tokenizer().encode("Hello world", true, true);
+    llm::GenerateOptions g;
+    g.max_tokens = 4;
+    const llm::GenerateResult before = session->generate(ids, g);
+    for (llm::Pooling p : {llm::Pooling::MEAN, llm::Pooling::CLS, llm::Pooling::LAST}) {
+        const std::vector<float> a = session->embed(ids, p), b = session->embed(ids, p);
+        double norm = 0;
+        for (float x : a) norm += double(x) * x;
+        CHECK(std::abs(norm - 1.0) < 1e-4);
+        CHECK(a == b);
+    }
+    // The first token sees only itself: cls pooling of one token equals its last pooling.
+    CHECK(session->embed({ids[0]}, llm::Pooling::CLS) == session->embed({ids[0]}, llm::Pooling::LAST));
+    const llm::GenerateResult after = session->generate(ids, g);
+    CHECK(after.ids == before.ids);  // the cache the embedding overwrote is not reused
+    CHECK(after.n_reused == 0);
+}
+
+TEST_CASE("embed refuses no pooling and empty input", "[embed]") {
+    REQUIRE_SHARED_DATA();
+    llm::SessionOptions o;
+    o.model_path = test_data::shared("models/random-qwen3-q8_0.gguf");
+    o.n_ctx = 64;
+    auto session = llm::open_session(o);
+    CHECK(session->info().pooling == llm::Pooling::NONE);
+    CHECK_THROWS_AS(session->embed({1, 2, 3}, llm::Pooling::NONE), std::invalid_argument);
+    CHECK_THROWS_AS(session->embed({}, llm::Pooling::MEAN), std::invalid_argument);
+    CHECK_THROWS_AS(session->embed(std::vector<int32_t>(65, 1), llm::Pooling::MEAN), std::length_error);
+}

@@ -1,0 +1,150 @@
+// The official @anthropic-ai/sdk against /v1/messages: create, stream + finalMessage(), a tool round
+// trip, countTokens (billing header stripped) and typed errors. The fake checks exact text; the real
+// models check the shapes the SDK hands its users.
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
+import { startServer, apiServers, isFake, isQwen3 } from "./server_process.mjs";
+
+const LOOKUP = {
+  name: "lookup", description: "Looks something up.",
+  input_schema: { type: "object", properties: { query: { type: "string" } }, required: ["query"] },
+};
+
+for (const target of apiServers()) {
+  describe(`anthropic client → ${target.name}`, () => {
+    let server, client;
+    before(async () => {
+      server = startServer(target.command, target.args);
+      client = new Anthropic({ baseURL: await server.url, apiKey: null, authToken: "test-key", maxRetries: 0 });
+    });
+    after(() => server?.stop());
+
+    test("creates a message", async () => {
+      const r = await client.messages.create({ model: "any", max_tokens: 40, messages: [{ role: "user", content: "Hello" }] });
+      assert.match(r.id, /^msg_/);
+      assert.equal(r.type, "message");
+      assert.equal(r.role, "assistant");
+      assert.ok(["end_turn", "max_tokens", "stop_sequence"].includes(r.stop_reason), r.stop_reason);
+      assert.ok(r.usage.input_tokens + r.usage.cache_read_input_tokens > 0);
+      assert.ok(r.usage.output_tokens > 0);
+      for (const block of r.content) assert.ok(["text", "thinking"].includes(block.type));
+      if (isFake(target)) {
+        assert.deepEqual(r.content, [{ type: "text", text: "You said: **Hello**." }]);
+        assert.equal(r.stop_reason, "end_turn");
+      }
+    });
+
+    test("stops at a stop sequence and says which", async () => {
+      if (!isFake(target)) return;  // only the fake's text is known in advance
+      const r = await client.messages.create({
+        model: "any", max_tokens: 40, stop_sequences: ["**."], messages: [{ role: "user", content: "Hi" }],
+      });
+      assert.equal(r.stop_reason, "stop_sequence");
+      assert.equal(r.stop_sequence, "**.");
+      assert.equal(r.content[0].text, "You said: **Hi");
+    });
+
+    test("streams, and finalMessage() assembles the same message", async () => {
+      const stream = client.messages.stream({
+        model: "any", max_tokens: 40, system: "Be brief.", messages: [{ role: "user", content: "Stream please" }],
+      });
+      const types = [];
+      let text = "";
+      for await (const event of stream) {
+        types.push(event.type);
+        if (event.type === "content_block_delta" && event.delta.type === "text_delta") text += event.delta.text;
+      }
+      const m = await stream.finalMessage();
+      assert.equal(types[0], "message_start");
+      assert.equal(types.at(-1), "message_stop");
+      assert.ok(types.includes("message_delta"));
+      assert.equal(types.filter((t) => t === "content_block_start").length, types.filter((t) => t === "content_block_stop").length);
+      assert.ok(m.usage.output_tokens > 0);
+      assert.ok(["end_turn", "max_tokens", "stop_sequence", "tool_use"].includes(m.stop_reason));
+      const finalText = m.content.filter((b) => b.type === "text").map((b) => b.text).join("");
+      assert.equal(finalText, text);
+      if (isFake(target)) assert.equal(text, "You said: **Stream please**.");
+    });
+
+    test("tool round trip: tool_use, then tool_result", async () => {
+      const question = { role: "user", content: "Weather in Paris?" };
+      const first = await client.messages.create({ model: "any", max_tokens: 120, tools: [LOOKUP], messages: [question] });
+      let toolUse = first.content.find((b) => b.type === "tool_use");
+      if (isFake(target)) {
+        assert.equal(first.stop_reason, "tool_use");
+        assert.equal(toolUse.name, "lookup");
+        assert.deepEqual(toolUse.input, { query: "Weather in Paris?" });
+      } else {
+        toolUse ??= { type: "tool_use", id: "toolu_1", name: "lookup", input: { query: "Paris" } };  // random weights call nothing
+      }
+      const second = await client.messages.create({
+        model: "any", max_tokens: 60, tools: [LOOKUP],
+        messages: [question, { role: "assistant", content: [toolUse] },
+                   { role: "user", content: [{ type: "tool_result", tool_use_id: toolUse.id, content: "sunny, 21 °C" }] }],
+      });
+      assert.equal(second.type, "message");
+      if (isFake(target)) assert.deepEqual(second.content, [{ type: "text", text: "The tool said: sunny, 21 °C." }]);
+    });
+
+    test("streams a tool call as input_json_delta", async () => {
+      const stream = client.messages.stream({
+        model: "any", max_tokens: 120, tools: [LOOKUP], tool_choice: { type: "any" },
+        messages: [{ role: "user", content: "Find cats" }],
+      });
+      const deltas = [];
+      stream.on("streamEvent", (e) => { if (e.type === "content_block_delta") deltas.push(e.delta.type); });
+      const m = await stream.finalMessage();
+      if (isFake(target)) {
+        assert.ok(deltas.includes("input_json_delta"));
+        assert.equal(m.stop_reason, "tool_use");
+        assert.deepEqual(m.content.find((b) => b.type === "tool_use").input, { query: "Find cats" });
+      } else {
+        assert.ok(["tool_use", "max_tokens", "end_turn"].includes(m.stop_reason));
+      }
+    });
+
+    test("counts tokens, ignoring Claude Code's per-request billing header", async () => {
+      const messages = [{ role: "user", content: "How many tokens is this?" }];
+      const plain = await client.messages.countTokens({ model: "any", system: "You help.", messages });
+      const billed = await client.messages.countTokens({
+        model: "any", messages,
+        system: [{ type: "text", text: "x-anthropic-billing-header: cc_version=2.0.14.abc; cc_entrypoint=cli; cch=5f3e1;" },
+                 { type: "text", text: "You help." }],
+      });
+      const longer = await client.messages.countTokens({ model: "any", system: "You help.", messages: [...messages, { role: "assistant", content: "Quite a few, as it happens." }, ...messages] });
+      assert.ok(plain.input_tokens > 0);
+      assert.equal(billed.input_tokens, plain.input_tokens);
+      assert.ok(longer.input_tokens > plain.input_tokens);
+    });
+
+    test("gets typed Anthropic errors", async () => {
+      await assert.rejects(client.messages.create({ model: "any", messages: [{ role: "user", content: "no max_tokens" }] }), (e) => {
+        assert.ok(e instanceof Anthropic.BadRequestError, `got ${e?.constructor?.name}: ${e}`);
+        assert.equal(e.error.type, "error");
+        assert.equal(e.error.error.type, "invalid_request_error");
+        assert.match(e.error.error.message, /max_tokens/);
+        return true;
+      });
+      await assert.rejects(client.messages.create({ model: "any", max_tokens: 5, messages: [{ role: "user", content: "word ".repeat(2000) }] }),
+        (e) => e instanceof Anthropic.BadRequestError && e.error.error.type === "invalid_request_error");
+      const wrong = new Anthropic({ baseURL: client.baseURL, apiKey: null, authToken: "nope", maxRetries: 0 });
+      await assert.rejects(wrong.messages.create({ model: "any", max_tokens: 5, messages: [{ role: "user", content: "Hi" }] }),
+        (e) => e instanceof Anthropic.AuthenticationError);
+    });
+
+    test("thinking: enabled comes back as a thinking block, disabled as none", async () => {
+      const ask = (type) => client.messages.create({
+        model: "any", max_tokens: 30, thinking: type === "enabled" ? { type, budget_tokens: 1024 } : { type },
+        messages: [{ role: "user", content: "Think" }],
+      });
+      if (isFake(target)) {  // the fake's template opens <think> when asked to; its whole reply is then reasoning
+        const r = await ask("enabled");
+        assert.equal(r.content[0].type, "thinking");
+        assert.equal(r.content[0].thinking, "You said: **Think**.");
+      }
+      const off = await ask("disabled");
+      assert.ok(!off.content.some((b) => b.type === "thinking"));
+    });
+  });
+}
