@@ -175,7 +175,7 @@ std::vector<TextSpan> Vocab::control_spans(std::string_view text) const {
     specials_.split(text, true, fragments);
     std::vector<TextSpan> spans;
     for (const Fragment& fr : fragments)
-        if (fr.token >= 0 && is_control(fr.token)) spans.push_back({fr.begin, fr.end});
+        if (fr.token >= 0 && is_markup(fr.token)) spans.push_back({fr.begin, fr.end});
     return spans;
 }
 
@@ -186,7 +186,7 @@ std::vector<int32_t> Vocab::encode_literal(std::string_view text, bool add_speci
     for (const Fragment& fr : fragments) {
         while (next < literal.size() && literal[next].end <= fr.begin) next++;
         const bool in_literal = next < literal.size() && literal[next].begin < fr.end;
-        if (fr.token >= 0 && !(in_literal && is_control(fr.token))) {
+        if (fr.token >= 0 && !(in_literal && is_markup(fr.token))) {
             merged.push_back(fr);
         } else if (!merged.empty() && merged.back().token < 0 && merged.back().end == fr.begin) {
             merged.back().end = fr.end;  // a demoted token joins the text around it

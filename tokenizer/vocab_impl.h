@@ -166,7 +166,7 @@ protected:
     // Appends the ids of one raw text fragment (no special tokens in it).
     virtual void encode_fragment(std::string_view text, std::vector<int32_t>& out) const = 0;
     std::vector<int32_t> encode_fragments(std::string_view text, bool add_special, const std::vector<Fragment>& fragments) const;
-    bool is_control(int32_t id) const { return types_[size_t(id)] == CONTROL || types_[size_t(id)] == UNKNOWN; }
+    bool is_markup(int32_t id) const { return types_[size_t(id)] == CONTROL || types_[size_t(id)] == UNKNOWN; }  // only templates write it
     std::string where() const { return "[tokenizer] " + path_ + ": "; }
 
     std::string path_;
