@@ -33,7 +33,7 @@ struct TemplateLimits {
     uint64_t max_steps = 2'000'000;                // statements, expressions, loop iterations, items touched
     uint64_t max_output_bytes = 32ull << 20;       // all text appended to the output and captured blocks
     uint64_t max_alloc_bytes = 128ull << 20;       // all strings and containers the template creates
-    size_t max_stack_bytes = 1u << 20;             // native stack (less if the thread has less)
+    size_t max_stack_bytes = 1u << 20;             // native stack (less if the thread has less; 4x under sanitizers)
 };
 
 class ChatTemplate {

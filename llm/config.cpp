@@ -290,9 +290,6 @@ ModelConfig read_config(const gguf::File& f) {
         c.ssm.n_group = checked(f, {".ssm.group_count", 1, MAX_HEADS});
         c.ssm.n_v_head = checked(f, {".ssm.time_step_rank", 1, MAX_HEADS});
         c.ssm.d_inner = checked(f, {".ssm.inner_size", 1, MAX_WIDTH});
-        if (c.ssm.n_v_head % c.ssm.n_group || c.ssm.d_inner % c.ssm.n_v_head)
-            fail(f, "ssm sizes do not divide: inner_size " + std::to_string(c.ssm.d_inner) + ", time_step_rank " +
-                        std::to_string(c.ssm.n_v_head) + ", group_count " + std::to_string(c.ssm.n_group));
         c.ssm.qk_heads_interleaved = a == "qwen3next";
     }
     if (a == "kimi-linear") {

@@ -37,9 +37,22 @@ uintptr_t frame() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0
 
 }  // namespace
 
+// Sanitizer builds have frames several times larger; the limit means the same depth there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t STACK_SCALE = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr size_t STACK_SCALE = 4;
+#else
+constexpr size_t STACK_SCALE = 1;
+#endif
+#else
+constexpr size_t STACK_SCALE = 1;
+#endif
+
 Budget::Budget(const TemplateLimits& limits) : limits_(limits), previous_(g_current) {
     stack_base_ = frame();
-    stack_allowed_ = limits_.max_stack_bytes;
+    stack_allowed_ = limits_.max_stack_bytes * STACK_SCALE;
     constexpr size_t MARGIN = 256 * 1024;  // for the frames below the last check (libc, allocation, unwinding)
     if (uintptr_t low = stack_low(); low && low < stack_base_) {
         size_t available = stack_base_ - low;

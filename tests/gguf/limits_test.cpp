@@ -53,7 +53,7 @@ void expect_refused(const std::string& path, const std::string& expected) {
     CHECK(r.code == 10);
     CHECK(r.message.find(expected) != std::string::npos);
     CHECK(r.cpu_seconds < 0.5 * test_child::SLOWDOWN);
-    CHECK(r.peak_rss_kb < 128 * 1024);
+    CHECK(r.peak_rss_kb < 128 * 1024 + test_child::RSS_SLACK_KB);
 }
 
 }  // namespace
