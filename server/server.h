@@ -71,7 +71,7 @@ private:
 };
 
 // SIGTERM/SIGINT end the process through server.shutdown(): exit 0 once it returns in time, 1 if
-// requests were still running at the timeout. Call before starting threads (it blocks the signals).
+// requests were still running at the timeout. Call once, before run().
 void shut_down_on_signal(Server& server);
 
 // The API key to require: --api-key, else the first line of --api-key-file, else $TINYLLM_API_KEY

@@ -287,8 +287,11 @@ describe("SIGTERM during four streams", () => {
 
 describe("SIGTERM → tinyllm serve (stories260K)", () => {
   test("streams end with [DONE] and the process exits 0", async () => {
-    const server = startServer(process.env.TINYLLM_BIN, ["serve", "--port", "0", "--max-context", "256", "--shutdown-timeout", "2"]);
+    const server = startServer(process.env.TINYLLM_BIN, ["serve", "--port", "0", "--max-context", "256", "--shutdown-timeout", "5"]);
     const port = Number(new URL(await server.url).port);
+    // A first request compiles the kernels (seconds on a busy machine; a forward is not interruptible).
+    const warm = await raw(port, post("/v1/completions", JSON.stringify({ prompt: "Once", max_tokens: 2 }), { Authorization: undefined }), { timeout: 60000 });
+    assert.equal(warm.status, 200, warm.body);
     const body = JSON.stringify({ prompt: "Once upon a time", stream: true, max_tokens: 200, temperature: 0 });
     const streams = Array.from({ length: 2 }, () => {
       let text = "";
