@@ -119,6 +119,12 @@ private:
 
     // The rule (or expression) producing the JSON of schema `s`.
     std::string visit(const json& s, const std::string& name, const std::string& where) {
+        struct Depth {  // nesting bound: hostile schemas must not exhaust the stack
+            int& d;
+            explicit Depth(int& d_) : d(++d_) {}
+            ~Depth() { --d; }
+        } guard(depth_);
+        if (depth_ > 64) fail(where, "the schema nests deeper than 64 levels");
         if (s.is_boolean()) {
             if (!s.get<bool>()) fail(where, "the schema 'false' accepts no value");
             return "json-value";
@@ -371,6 +377,7 @@ private:
     std::map<std::string, std::string> refs_;
     std::string prefix_;
     int counter_ = 0;
+    int depth_ = 0;
 };
 
 }  // namespace

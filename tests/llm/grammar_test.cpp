@@ -99,6 +99,8 @@ TEST_CASE("gbnf: errors name the line, column and rule") {
     CHECK(parse_error("root ::= [z-a]").find("column") != std::string::npos);
     CHECK(parse_error("root ::= \"a\"{5,2}").find("m > n") != std::string::npos);
     CHECK(parse_error("root ::= * \"a\"").find("nothing before it") != std::string::npos);
+    CHECK(parse_error("root ::= " + std::string(5000, '(') + "\"a\"" + std::string(5000, ')')).find("nested deeper") != std::string::npos);
+    CHECK(parse_error("root ::= \"a\"{0,90000}").find("rules") != std::string::npos);
 }
 
 TEST_CASE("grammar matcher: a UTF-8 character split across two tokens") {
