@@ -87,8 +87,8 @@ ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools
 
 namespace {
 
-// A Qwen3-Coder parameter value: strings raw (the router keeps them as text, so no '<' and no newline
-// inside), anything else as the JSON of its schema.
+// A Qwen3-Coder parameter value: strings raw (the router keeps them as text, so no '<' and no control
+// character inside), anything else as the JSON of its schema.
 std::string xml_value(const json& schema, const std::string& rule, std::vector<std::pair<std::string, nlohmann::ordered_json>>& schemas) {
     if (schema.is_object() && schema.value("type", json()) == "string") {
         for (const char* key : {"pattern", "format"})
@@ -96,7 +96,7 @@ std::string xml_value(const json& schema, const std::string& rule, std::vector<s
                 throw ApiError(400, std::string("[server] '") + key + "' on a string parameter is not supported in Qwen3-Coder XML calls", "tools");
         const std::string lo = std::to_string(schema.value("minLength", 0));
         const std::string hi = schema.contains("maxLength") ? std::to_string(schema["maxLength"].get<uint64_t>()) : "";
-        return "[^<\\n]{" + lo + "," + hi + "}";
+        return "[^<\\x00-\\x1F]{" + lo + "," + hi + "}";
     }
     schemas.push_back({rule, schema});
     return rule;
