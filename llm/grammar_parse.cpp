@@ -13,6 +13,9 @@ namespace {
 
 using Elements = std::vector<GrammarElement>;
 constexpr uint32_t UNBOUNDED = UINT32_MAX;
+// Bounds that keep the parser's and the matcher's recursion far from the stack's end on hostile input.
+constexpr int MAX_NESTING = 100;
+constexpr size_t MAX_RULES = 20000;
 
 class Parser {
 public:
@@ -69,6 +72,7 @@ private:
     uint32_t symbol(const std::string& name, size_t at) {
         auto [it, added] = ids_.emplace(name, uint32_t(g_.rules.size()));
         if (added) {
+            if (g_.rules.size() >= MAX_RULES) throw error_at(at, "more than " + std::to_string(MAX_RULES) + " rules (repetitions count)");
             g_.rules.emplace_back();
             g_.rule_names.push_back(name);
             defined_.push_back(false);
@@ -233,6 +237,7 @@ private:
                 last_symbol = start, have_symbol = true;
                 continue;
             } else if (c == '(') {
+                if (++depth_ > MAX_NESTING) throw error("groups nested deeper than " + std::to_string(MAX_NESTING));
                 pos_++;
                 skip_space(true);
                 uint32_t sub = generated(rule);
@@ -241,6 +246,7 @@ private:
                 define(sub, body);
                 if (peek() != ')') throw error("expected ')'");
                 pos_++;
+                depth_--;
                 out.push_back({GrammarOp::RULE_REF, sub});
             } else if (c == '*' || c == '+' || c == '?' || c == '{') {
                 if (!have_symbol) throw error(std::string("'") + c + "' with nothing before it to repeat");
@@ -348,6 +354,7 @@ private:
 
     std::string_view src_;
     size_t pos_ = 0;
+    int depth_ = 0;
     Grammar g_;
     std::map<std::string, uint32_t> ids_;
     std::vector<bool> defined_;

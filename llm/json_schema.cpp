@@ -47,6 +47,8 @@ std::string sanitize(const std::string& name) {
 // Decimal integers in [lo, hi] (both with the same number of digits, as strings).
 std::string digits_between(const std::string& lo, const std::string& hi) {
     if (lo.empty()) return "\"\"";
+    if (lo == std::string(lo.size(), '0') && hi == std::string(hi.size(), '9'))  // any digits: keeps the recursion linear
+        return "[0-9]{" + std::to_string(lo.size()) + "}";
     if (lo.size() == 1) return lo == hi ? gbnf_literal(lo) : "[" + lo + "-" + hi + "]";
     if (lo[0] == hi[0]) return gbnf_literal(lo.substr(0, 1)) + " " + digits_between(lo.substr(1), hi.substr(1));
     const size_t n = lo.size() - 1;
@@ -119,6 +121,12 @@ private:
 
     // The rule (or expression) producing the JSON of schema `s`.
     std::string visit(const json& s, const std::string& name, const std::string& where) {
+        struct Depth {  // nesting bound: hostile schemas must not exhaust the stack
+            int& d;
+            explicit Depth(int& d_) : d(++d_) {}
+            ~Depth() { --d; }
+        } guard(depth_);
+        if (depth_ > 64) fail(where, "the schema nests deeper than 64 levels");
         if (s.is_boolean()) {
             if (!s.get<bool>()) fail(where, "the schema 'false' accepts no value");
             return "json-value";
@@ -371,6 +379,7 @@ private:
     std::map<std::string, std::string> refs_;
     std::string prefix_;
     int counter_ = 0;
+    int depth_ = 0;
 };
 
 }  // namespace

@@ -369,7 +369,7 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
         throw invalid("tool_choice", "cannot require a tool call together with 'response_format', 'grammar' or 'json_schema'");
     if (!tools.empty() && !job.generate.grammar.grammar) {
         // the reply (required) or whatever follows the opener (auto) is a call in the template's syntax
-        job.generate.grammar = tool_call_grammar(tools, required, parallel, tokenizer);
+        job.generate.grammar = tool_call_grammar(tools, required, parallel, tokenizer, detect_tool_syntax(render_chat, tools));
         if (required && job.router.start_in_reasoning) {  // the call comes first: close the open think block
             prompt += "\n\n</think>\n\n";
             job.router.start_in_reasoning = false;

@@ -75,10 +75,13 @@ Job parse_completion_request(const json& body, const llm::Session& session, cons
 
 // Structured output (structured_output.cpp), for job.generate.grammar: the grammar of `grammar`,
 // `json_schema` or `response_format` (none: an unconstrained spec), and the grammar of a Hermes/Qwen
-// <tool_call> over `tools` (OpenAI tool list): required from the start, else lazy from the opener;
+// <tool_call> over `tools` (OpenAI tool list) in `syntax`: required from the start, else lazy from the opener;
 // parallel: one call or several. Throw ApiError 400 naming the rule or keyword.
 llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& tokenizer);
-llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer);
+enum class ToolSyntax { HERMES, QWEN_XML };  // <tool_call> JSON, or Qwen3-Coder's <function=…> XML inside it
+ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools);  // from a probe rendering
+llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer,
+                                   ToolSyntax syntax = ToolSyntax::HERMES);
 
 // What one step of a reply added: routed text and the logprob entries of the tokens behind it.
 struct Delta {

@@ -5,6 +5,8 @@
 #include "llm/grammar.h"
 #include "server/server_impl.h"
 
+#include <algorithm>
+
 namespace server {
 
 namespace {
@@ -68,21 +70,68 @@ llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& to
     return spec;
 }
 
-// Hermes/Qwen calls as their templates write them: <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>,
-// the arguments following the function's `parameters` schema.
-llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer) {
+ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools) {
+    // how the template writes a call back into the history says how the model writes one
+    json probe = {{"messages", json::array({{{"role", "user"}, {"content", "x"}},
+                                            {{"role", "assistant"}, {"content", ""},
+                                             {"tool_calls", json::array({{{"id", "call_0"}, {"type", "function"},
+                                                                          {"function", {{"name", "probe_fn"}, {"arguments", {{"probe_arg", 1}}}}}}})}}})},
+                  {"tools", tools}, {"add_generation_prompt", false}};
+    try {
+        if (render_chat(probe).find("<function=probe_fn>") != std::string::npos) return ToolSyntax::QWEN_XML;
+    } catch (const std::exception&) {
+        // a template that cannot render the probe: the default syntax
+    }
+    return ToolSyntax::HERMES;
+}
+
+namespace {
+
+// A Qwen3-Coder parameter value: strings raw (the router keeps them as text, so no '<' and no control
+// character inside), anything else as the JSON of its schema.
+std::string xml_value(const json& schema, const std::string& rule, std::vector<std::pair<std::string, nlohmann::ordered_json>>& schemas) {
+    if (schema.is_object() && schema.value("type", json()) == "string") {
+        for (const char* key : {"pattern", "format"})
+            if (schema.contains(key))
+                throw ApiError(400, std::string("[server] '") + key + "' on a string parameter is not supported in Qwen3-Coder XML calls", "tools");
+        const std::string lo = std::to_string(schema.value("minLength", 0));
+        const std::string hi = schema.contains("maxLength") ? std::to_string(schema["maxLength"].get<uint64_t>()) : "";
+        return "[^<\\x00-\\x1F]{" + lo + "," + hi + "}";
+    }
+    schemas.push_back({rule, schema});
+    return rule;
+}
+
+}  // namespace
+
+llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer, ToolSyntax syntax) {
     std::vector<std::pair<std::string, nlohmann::ordered_json>> schemas;
     std::string calls;
     for (size_t i = 0; i < tools.size(); i++) {
         const json& fn = tools[i]["function"];
         json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
         const std::string args = "args-" + std::to_string(i);
-        schemas.push_back({args, params});
-        const std::string head = "{\"name\": " + json(fn["name"]).dump() + ", \"arguments\": ";
-        calls += (i ? " | " : "") + llm::gbnf_literal(head) + " " + args;
+        std::string call;
+        if (syntax == ToolSyntax::HERMES) {  // {"name": …, "arguments": {…}}
+            schemas.push_back({args, params});
+            call = llm::gbnf_literal("{\"name\": " + json(fn["name"]).dump() + ", \"arguments\": ") + " " + args + " \"}\"";
+        } else {  // <function=NAME>\n<parameter=K>\nV\n</parameter>\n…</function>
+            const json props = params.value("properties", json::object());
+            const json req = params.value("required", json::array());
+            call = llm::gbnf_literal("<function=" + fn["name"].get<std::string>() + ">\n");
+            size_t k = 0;
+            for (const auto& [key, sub] : props.items()) {
+                std::string p = llm::gbnf_literal("<parameter=" + key + ">\n") + " " + xml_value(sub, args + "-" + std::to_string(k++), schemas) +
+                                " " + llm::gbnf_literal("\n</parameter>\n");
+                const bool is_req = std::find(req.begin(), req.end(), key) != req.end();
+                call += " " + (is_req ? p : "(" + p + ")?");
+            }
+            call += " " + llm::gbnf_literal("</function>");
+        }
+        calls += (i ? " | " : "") + call;
     }
     std::string gbnf = "root ::= call" + std::string(parallel ? " (\"\\n\" call)*" : "") + "\n";
-    gbnf += "call ::= " + tag("<tool_call>", tokenizer) + " \"\\n\" (" + calls + ") \"}\\n\" " + tag("</tool_call>", tokenizer) + "\n";
+    gbnf += "call ::= " + tag("<tool_call>", tokenizer) + " \"\\n\" (" + calls + ") \"\\n\" " + tag("</tool_call>", tokenizer) + "\n";
     try {
         gbnf += llm::json_schema_rules(schemas);
     } catch (const llm::GrammarError& e) {

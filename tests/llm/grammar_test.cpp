@@ -99,6 +99,8 @@ TEST_CASE("gbnf: errors name the line, column and rule") {
     CHECK(parse_error("root ::= [z-a]").find("column") != std::string::npos);
     CHECK(parse_error("root ::= \"a\"{5,2}").find("m > n") != std::string::npos);
     CHECK(parse_error("root ::= * \"a\"").find("nothing before it") != std::string::npos);
+    CHECK(parse_error("root ::= " + std::string(5000, '(') + "\"a\"" + std::string(5000, ')')).find("nested deeper") != std::string::npos);
+    CHECK(parse_error("root ::= \"a\"{0,90000}").find("rules") != std::string::npos);
 }
 
 TEST_CASE("grammar matcher: a UTF-8 character split across two tokens") {
@@ -225,6 +227,10 @@ TEST_CASE("json schema: integer bounds, formats and unsupported keywords") {
     for (int v = -60; v <= 140; v++) CHECK(accepts(range, std::to_string(v)) == (v >= -40 && v <= 125));
     CHECK_FALSE(accepts(range, "-0"));
     CHECK_FALSE(accepts(range, "007"));
+    const char* open = R"({"type":"integer","minimum":7})";  // up to 15 digits, in a grammar of linear size
+    CHECK(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(open)).size() < 20000);
+    CHECK(accepts(open, "123456789012345"));
+    CHECK_FALSE(accepts(open, "6"));
     CHECK(accepts(R"({"type":"integer","exclusiveMinimum":99,"exclusiveMaximum":1000})", "100"));
     CHECK_FALSE(accepts(R"({"type":"integer","exclusiveMinimum":99,"exclusiveMaximum":1000})", "1000"));
     CHECK(accepts(R"({"type":"string","format":"date"})", "\"2024-02-28\""));

@@ -129,6 +129,23 @@ describe("structured output → tinyllm serve (random-qwen2)", { skip: !have }, 
         }
   });
 
+  test("a Qwen3-Coder template (--chat-template) gets calls in its XML syntax, parsed and matching the schema", async () => {
+    const template = `${process.env.TINYLLM_SHARED ?? "../../../shared"}/golden/templates/templates/Qwen3-Coder.jinja`;
+    const coder = startServer(process.env.TINYLLM_BIN, ["serve", "--model", MODEL, "--port", "0", "--max-context", "2048", "--chat-template", template]);
+    try {
+      const c = new OpenAI({ baseURL: `${await coder.url}/v1`, apiKey: "none", maxRetries: 0 });
+      for (const seed of SEEDS)
+        for (const stream of [false, true]) {
+          const r = await reply(c, { ...base(seed), tools: TOOLS, tool_choice: "required", parallel_tool_calls: false, max_tokens: 300 }, stream);
+          const where = `seed ${seed}${stream ? " streamed" : ""}: ${JSON.stringify(r)}`;
+          assert.equal(r.finish, "tool_calls", where);
+          for (const call of r.tool_calls) assert.ok(toolValidators[call.function.name](JSON.parse(call.function.arguments)), where);
+        }
+    } finally {
+      coder.stop();
+    }
+  });
+
   test("a grammar that cannot finish within max_tokens ends with finish_reason length", async () => {
     for (const stream of [false, true]) {
       const r = await reply(client, { ...base(1), grammar: `root ::= "ab"{400}`, max_tokens: 8 }, stream);

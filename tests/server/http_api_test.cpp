@@ -266,10 +266,12 @@ TEST_CASE("http: bad grammars and schemas are a 400 naming the rule or keyword")
     CHECK(r["error"]["message"].get<std::string>().find("undefined rule 'item'") != std::string::npos);
     CHECK(r["error"]["param"] == "grammar");
     body.erase("grammar");
-    body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"contentEncoding", "base64"}}}}}}};
+    body["response_format"] = json::parse(R"({"type": "json_schema", "json_schema": {"name": "x",
+        "schema": {"type": "string", "contentEncoding": "base64"}}})");
     r = s.post_json("/v1/chat/completions", body, 400);
     CHECK(r["error"]["message"].get<std::string>().find("'contentEncoding'") != std::string::npos);
-    body["json_schema"] = {{"type", "string"}};
+    body["response_format"] = {{"type", "json_object"}};
+    body["json_schema"] = json::parse(R"({"type": "string"})");
     r = s.post_json("/v1/chat/completions", body, 400);
     CHECK(r["error"]["message"].get<std::string>().find("only one of") != std::string::npos);
     CHECK(s.session.calls().empty());  // refused before any generation
