@@ -28,6 +28,7 @@ public:
     bool add_bos() const override { return false; }
     bool is_end(int32_t id) const override { return id == 1; }
     bool is_special(int32_t id) const override { return id < 3; }
+    bool is_control(int32_t id) const override { return id < 3; }
 
 private:
     std::vector<std::string> pieces_;
