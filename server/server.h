@@ -73,6 +73,8 @@ private:
 // SIGTERM/SIGINT end the process through server.shutdown(): exit 0 once it returns in time, 1 if
 // requests were still running at the timeout. Call once, before run().
 void shut_down_on_signal(Server& server);
+// Call when run() has returned: if a signal's shutdown is under way, waits for it to end the process.
+void await_signal_shutdown();
 
 // The API key to require: --api-key, else the first line of --api-key-file, else $TINYLLM_API_KEY
 // (a key on the command line is visible to every user in ps). Throws std::runtime_error naming the

@@ -4,7 +4,9 @@
 // the engine's pool, would otherwise take the signal with its default action.)
 #include "server/server.h"
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@ namespace server {
 namespace {
 
 int g_signal_pipe[2] = {-1, -1};
+std::atomic<bool> g_shutting_down{false};
 
 extern "C" void on_signal(int signal) {
     const int saved = errno;
@@ -39,6 +42,7 @@ void shut_down_on_signal(Server& server) {
         unsigned char signal = 0;
         while (::read(g_signal_pipe[0], &signal, 1) < 0 && errno == EINTR) {
         }
+        g_shutting_down = true;
         std::fprintf(stderr, "[server] %s: shutting down\n", signal == SIGTERM ? "SIGTERM" : "SIGINT");
         const bool clean = server.shutdown();
         if (!clean) std::fprintf(stderr, "[server] requests were still running when the shutdown timeout passed\n");
@@ -46,6 +50,11 @@ void shut_down_on_signal(Server& server) {
         // The main thread may still be loading the model: end here rather than unwinding under it.
         std::_Exit(clean ? 0 : 1);
     }).detach();
+}
+
+void await_signal_shutdown() {
+    // Returning would destroy the server under the thread that is shutting it down.
+    while (g_shutting_down) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 }  // namespace server

@@ -99,6 +99,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     } catch (...) {
         server.stop();
         loop.join();
+        server::await_signal_shutdown();
         throw;
     }
     const llm::ModelInfo& info = session->info();
@@ -106,6 +107,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
                 info.n_ctx, options.host.c_str(), port);
     std::fflush(stdout);
     loop.join();
+    server::await_signal_shutdown();
     return 0;
 }
 

@@ -115,5 +115,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     signal(SIGPIPE, SIG_IGN);
     server.run();
+    server::await_signal_shutdown();
     return 0;
 }
