@@ -67,8 +67,7 @@ Settings Settings::from_env() {
     if (std::string c = env("HF_HUB_CACHE"); !c.empty()) s.cache_dir = c;
     else if (std::string h = env("HF_HOME"); !h.empty()) s.cache_dir = fs::path(h) / "hub";
     else if (std::string home = env("HOME"); !home.empty()) s.cache_dir = fs::path(home) / ".cache" / "huggingface" / "hub";
-    else throw Error("[hub] no cache folder: set HF_HUB_CACHE, HF_HOME or HOME");
-    return s;
+    return s;  // no cache folder at all: pull says so (list finds nothing)
 }
 
 fs::path repo_dir(const Settings& settings, const std::string& repo) { return settings.cache_dir / folder_name(repo); }

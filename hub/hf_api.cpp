@@ -177,6 +177,7 @@ RepoInfo fetch_repo_info(const Settings& settings, const std::string& repo, cons
 
 PullResult pull(const Settings& settings, const ModelRef& ref, const ProgressFn& progress) {
     auto report = [&](Progress p) { if (progress) progress(p); };
+    if (settings.cache_dir.empty()) throw Error("[hub] no cache folder: set HF_HUB_CACHE, HF_HOME or HOME");
     if (settings.offline) {
         if (auto cached = find_cached(settings, ref)) return *cached;
         throw Error("[hub] offline (HF_HUB_OFFLINE=1) and " + ref.name() + " is not in the cache " + settings.cache_dir.string());

@@ -67,9 +67,9 @@ std::string quant_of(const std::string& file_name);
 // What a pull reports, in ollama's /api/pull vocabulary: "pulling manifest", then per file
 // "pulling <digest>" with total/completed bytes, "verifying sha256 digest", and "success".
 struct Progress {
-    std::string status;
-    std::string file;      // repo path of the file being fetched
-    std::string digest;    // "sha256:<hex>"
+    std::string status{};
+    std::string file{};    // repo path of the file being fetched ("" for manifest and success)
+    std::string digest{};  // "sha256:<hex>"
     uint64_t total = 0, completed = 0;
 };
 using ProgressFn = std::function<void(const Progress&)>;

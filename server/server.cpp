@@ -1,7 +1,8 @@
 // The HTTP server: a route table over cpp-httplib. Every handler is wrapped so that an exception
 // becomes an OpenAI-shaped error and the server keeps serving; generation requests go through the
-// queue to the one session; streaming is SSE.
+// queue of the model the request names (model_registry.h); streaming is SSE.
 #include "llm/chat_template.h"
+#include "server/model_registry.h"
 #include "server/server_impl.h"
 #include "web_ui/web_ui.h"
 
@@ -47,9 +48,9 @@ std::string generation_log(const Job& job, const Outcome& o) {
 struct Server::Impl {
     ServerOptions options;
     httplib::Server http;
-    std::atomic<llm::Session*> session{nullptr};
-    ChatRenderer render_chat;
-    RequestQueue queue;
+    std::unique_ptr<ModelRegistry> registry_owner;
+    std::atomic<ModelRegistry*> registry{nullptr};  // set once the model (or model list) is ready
+    hub::Settings hub = hub::Settings::from_env();  // where POST /api/pull fetches into
     std::thread thread;
     int port = -1;
 
@@ -59,17 +60,22 @@ struct Server::Impl {
         double prefill_ms = 0, decode_ms = 0;
     } metrics;
 
-    explicit Impl(ServerOptions o) : options(std::move(o)), queue(options.queue_size) {}
+    explicit Impl(ServerOptions o) : options(std::move(o)) {}
 
-    llm::Session& require_session() {
-        llm::Session* s = session.load();
-        if (!s) throw ApiError(503, "[server] the model is still loading", "", "model_loading");
-        return *s;
+    ModelRegistry& require_registry() {
+        ModelRegistry* r = registry.load();
+        if (!r) throw ApiError(503, "[server] the model is still loading", "", "model_loading");
+        return *r;
     }
-    std::string model_name() {
-        if (!options.model_name.empty()) return options.model_name;
-        llm::Session* s = session.load();
-        return s ? s->info().name : "";
+    // The model a request's `model` field names, loaded and held for the request ("" = the default
+    // model). Every handler that runs a model goes through this.
+    std::shared_ptr<ModelRegistry::Lease> require_model(const json& body) {
+        std::string name;
+        if (body.contains("model") && !body["model"].is_null()) {
+            if (!body["model"].is_string()) throw ApiError(400, "[server] 'model' must be a string", "model");
+            name = body["model"].get<std::string>();
+        }
+        return require_registry().acquire(name);
     }
 
     void count(const Outcome& o) {
@@ -109,15 +115,17 @@ struct Server::Impl {
     }
 
     void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+    void pull(const httplib::Request& req, httplib::Response& res);
     void routes();
 };
 
 void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-    llm::Session& s = require_session();
     const json body = parse_body(req.body);
-    auto job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
-                                                                : parse_completion_request(body, s, model_name()));
-    std::shared_ptr<RequestQueue::Ticket> ticket = queue.enter();
+    std::shared_ptr<ModelRegistry::Lease> model = require_model(body);  // held until the reply is sent
+    llm::Session& s = model->session();
+    auto job = std::make_shared<Job>(endpoint == Endpoint::CHAT ? parse_chat_request(body, s, model->render_chat(), model->name())
+                                                                : parse_completion_request(body, s, model->name()));
+    std::shared_ptr<RequestQueue::Ticket> ticket = model->queue().enter();
     if (!ticket)
         throw ApiError(503, "[server] the queue is full (" + std::to_string(options.queue_size) + " waiting); retry later", "", "queue_full");
     auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
@@ -142,7 +150,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
     }
 
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, job, ticket, gone, &s](size_t, httplib::DataSink& sink) mutable {
+    res.set_chunked_content_provider("text/event-stream", [this, job, ticket, gone, model, &s](size_t, httplib::DataSink& sink) mutable {
         auto write = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
         auto write_json = [&](const json& j) { return write("data: " + dump(j) + "\n\n"); };
         if (!ticket->wait_turn(gone)) {
@@ -169,6 +177,52 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
             write_json(error_json(ApiError(500, std::string("[server] generation failed: ") + e.what())));
         }
         ticket.reset();
+        sink.done();
+        return true;
+    });
+}
+
+// POST /api/pull as ollama answers it: NDJSON progress lines ({"status": "pulling manifest"}, then
+// {"status", "digest", "total", "completed"} per file, "verifying sha256 digest", "success"), or with
+// "stream": false one {"status": "success"}. A failure mid-stream is a final {"error": ...} line.
+void Server::Impl::pull(const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req.body);
+    const json& field = body.contains("model") ? body["model"] : body.contains("name") ? body["name"] : json();
+    if (!field.is_string()) throw ApiError(400, "[server] 'model' must be a Hub model name (OWNER/REPO[:QUANT])", "model");
+    const std::string name = field.get<std::string>();
+    const std::optional<hub::ModelRef> ref = hub::ModelRef::parse(name);
+    if (!ref) throw ApiError(400, "[server] '" + name + "' is not a Hub model name (OWNER/REPO[:QUANT] or OWNER/REPO/FILE.gguf)", "model");
+    if (body.contains("stream") && !body["stream"].is_boolean()) throw ApiError(400, "[server] 'stream' must be true or false", "stream");
+    auto finish = [this, name](const hub::PullResult& r) {
+        if (ModelRegistry* reg = registry.load()) reg->add(name, r.path.string());
+        t_log_detail = " · pulled " + name + (r.downloaded ? "" : " (cached)");
+    };
+    if (!body.value("stream", true)) {
+        try {
+            finish(hub::pull(hub, *ref));
+        } catch (const hub::Error& e) {
+            const std::string what = e.what();
+            const bool missing = what.find("no such") != std::string::npos || what.find("has no") != std::string::npos;
+            throw ApiError(missing ? 404 : 500, what, "model", missing ? "model_not_found" : "pull_failed");
+        }
+        send_json(res, 200, {{"status", "success"}});
+        return;
+    }
+    res.set_chunked_content_provider("application/x-ndjson", [this, ref = *ref, finish](size_t, httplib::DataSink& sink) {
+        auto write = [&](const json& j) {
+            std::string line = dump(j) + "\n";
+            return sink.write(line.data(), line.size());
+        };
+        try {
+            finish(hub::pull(hub, ref, [&](const hub::Progress& p) {
+                json line = {{"status", p.status}};
+                if (!p.digest.empty() && p.status != "verifying sha256 digest")
+                    line.update({{"digest", p.digest}, {"total", p.total}, {"completed", p.completed}});
+                write(line);
+            }));
+        } catch (const std::exception& e) {
+            write({{"error", e.what()}});
+        }
         sink.done();
         return true;
     });
@@ -221,14 +275,18 @@ void Server::Impl::routes() {
         res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-        if (session.load()) send_json(res, 200, {{"status", "ok"}});
+        if (registry.load()) send_json(res, 200, {{"status", "ok"}});
         else send_json(res, 503, {{"status", "loading"}});
     });
     auto models = guarded([this](const httplib::Request&, httplib::Response& res) {
-        const llm::ModelInfo& info = require_session().info();
-        json model = {{"id", model_name()}, {"object", "model"}, {"created", 0}, {"owned_by", "tinyllm"},
-                      {"meta", {{"architecture", info.architecture}, {"n_ctx", info.n_ctx}, {"n_vocab", info.n_vocab}}}};
-        send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+        json data = json::array();
+        for (const ModelRegistry::Listed& m : require_registry().list()) {
+            json model = {{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tinyllm"}, {"state", state_name(m.state)}};
+            if (m.info)
+                model["meta"] = {{"architecture", m.info->architecture}, {"n_ctx", m.info->n_ctx}, {"n_vocab", m.info->n_vocab}};
+            data.push_back(model);
+        }
+        send_json(res, 200, {{"object", "list"}, {"data", data}});
     });
     http.Get("/v1/models", models);
     http.Get("/models", models);
@@ -239,9 +297,12 @@ void Server::Impl::routes() {
     http.Post("/v1/completions", completion);
     http.Post("/completions", completion);
 
+    http.Post("/api/pull", guarded([this](const httplib::Request& req, httplib::Response& res) { pull(req, res); }));
+
     http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-        const tok::Tokenizer& tokenizer = require_session().tokenizer();
         const json body = parse_body(req.body);
+        auto model = require_model(body);
+        const tok::Tokenizer& tokenizer = model->session().tokenizer();
         if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "[server] 'content' must be a string", "content");
         const bool add_special = body.value("add_special", false), with_pieces = body.value("with_pieces", false);
         json tokens = json::array();
@@ -252,8 +313,9 @@ void Server::Impl::routes() {
         send_json(res, 200, {{"tokens", tokens}});
     }));
     http.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-        const tok::Tokenizer& tokenizer = require_session().tokenizer();
         const json body = parse_body(req.body);
+        auto model = require_model(body);
+        const tok::Tokenizer& tokenizer = model->session().tokenizer();
         if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "[server] 'tokens' must be a list of token ids", "tokens");
         std::vector<int32_t> ids;
         for (const auto& id : body["tokens"]) {
@@ -279,8 +341,9 @@ void Server::Impl::routes() {
                m.prefill_ms > 0 ? (m.prompt_tokens - m.cached_tokens) * 1000.0 / m.prefill_ms : 0.0);
         metric("tinyllm_generated_tokens_per_second", "gauge", "Average decode throughput.",
                m.decode_ms > 0 ? m.generated_tokens * 1000.0 / m.decode_ms : 0.0);
-        metric("tinyllm_queue_depth", "gauge", "Requests waiting for the model.", queue.waiting());
-        metric("tinyllm_requests_processing", "gauge", "Requests on the model now.", queue.busy() ? 1 : 0);
+        ModelRegistry* r = registry.load();
+        metric("tinyllm_queue_depth", "gauge", "Requests waiting for a model.", r ? r->waiting() : 0);
+        metric("tinyllm_requests_processing", "gauge", "Requests on a model now.", r ? r->running() : 0);
         res.set_content(out, "text/plain; version=0.0.4");
     });
 }
@@ -294,11 +357,21 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(o
     impl_->routes();
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+    stop();
+    impl_->registry.store(nullptr);
+}
 
 void Server::attach(llm::Session& session, ChatRenderer render_chat) {
-    impl_->render_chat = std::move(render_chat);
-    impl_->session.store(&session);
+    const std::string name = impl_->options.model_name.empty() ? session.info().name : impl_->options.model_name;
+    impl_->registry_owner = std::make_unique<ModelRegistry>(session, std::move(render_chat), name, impl_->options.queue_size);
+    impl_->registry.store(impl_->registry_owner.get());
+}
+
+void Server::serve_models(const ModelsOptions& options) {
+    impl_->hub = options.hub;
+    impl_->registry_owner = std::make_unique<ModelRegistry>(options, impl_->options.queue_size);
+    impl_->registry.store(impl_->registry_owner.get());
 }
 
 int Server::bind() {

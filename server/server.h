@@ -2,6 +2,7 @@
 // tests run it in-process on an ephemeral port) and the interactive terminal chat.
 #pragma once
 
+#include "hub/hub.h"
 #include "llm/session.h"
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,18 @@ struct ServerOptions {
     bool log_requests = true;    // one line per request on stderr
 };
 
+// Several models in one server (tinyllm serve without --model): the request's `model` picks one.
+struct ModelsOptions {
+    std::string models_dir;       // every *.gguf in it, named by its file name without .gguf
+    std::string builtin_path;     // a model always listed (named by its file stem), "" for none
+    bool hub_cache = true;        // also every model in the Hub cache, as OWNER/REPO:QUANT
+    bool allow_pull = false;      // unknown OWNER/REPO[:QUANT] names are pulled from the Hub on first use
+    int models_max = 2;           // resident at most; the least recently used idle one is unloaded first
+    int idle_unload_s = 0;        // unload a model unused this long (0: never)
+    llm::SessionOptions session;  // context, device, threads of every model (model_path is set per model)
+    hub::Settings hub = hub::Settings::from_env();
+};
+
 class Server {
 public:
     explicit Server(ServerOptions options);
@@ -39,6 +52,8 @@ public:
 
     // Until a session is attached the server answers /health with 503 (loading) and model routes too.
     void attach(llm::Session& session, ChatRenderer render_chat);
+    // Serves the models `options` lists instead of one attached session (call before start/run).
+    void serve_models(const ModelsOptions& options);
 
     int bind();    // binds host:port, returns the port; throws std::runtime_error when it cannot
     void run();    // serves until stop() (call bind() first)

@@ -40,6 +40,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
     options.sampling.seed = std::random_device{}();
     std::string v;
     if (!args.value("--model", "-m", session_options.model_path)) session_options.model_path = builtin_model_path();
+    else session_options.model_path = resolve_model(session_options.model_path);
     args.value("--system", options.system_prompt);
     try {
         if (args.value("--temp", v)) options.sampling.temperature = std::stof(v);

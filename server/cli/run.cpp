@@ -62,7 +62,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     std::string prompt, ids_text, force_text, kv = "f16";
     bool have_prompt = args.value("-p", "--prompt", prompt);
     bool have_ids = args.value("--ids", ids_text);
-    args.value("-m", "--model", so.model_path);
+    if (args.value("-m", "--model", so.model_path)) so.model_path = resolve_model(so.model_path);
     args.value("--kv", kv);
     args.value("--force", force_text);
     args.number("--ctx", so.n_ctx);
