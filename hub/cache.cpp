@@ -49,7 +49,7 @@ std::vector<std::string> snapshot_ggufs(const fs::path& snapshot) {
     for (auto it = fs::recursive_directory_iterator(snapshot, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         const std::string name = it->path().filename().string();
         if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf" && fs::exists(it->path()))
-            out.push_back(fs::relative(it->path(), snapshot).generic_string());
+            out.push_back(it->path().lexically_relative(snapshot).generic_string());  // not relative(): it follows the link
     }
     std::sort(out.begin(), out.end());
     return out;
@@ -211,7 +211,8 @@ std::vector<fs::path> remove_cached(const Settings& settings, const std::string&
     if (it == models.end()) throw Error("[hub] no cached model named '" + name + "' (see tinyllm list)");
     const fs::path repo = repo_dir(settings, it->repo);
     fs::path snapshot_root = it->path;  // snapshots/<commit>: the model's path less its repo path
-    for (auto part = fs::path(it->file).begin(); part != fs::path(it->file).end(); ++part) snapshot_root = snapshot_root.parent_path();
+    const fs::path file = it->file;
+    for (auto part = file.begin(); part != file.end(); ++part) snapshot_root = snapshot_root.parent_path();
     std::vector<fs::path> removed;
     std::error_code ec;
     const std::vector<std::string> parts = pick_gguf(snapshot_ggufs(snapshot_root), ModelRef{it->repo, "", it->file});

@@ -127,6 +127,7 @@ std::vector<std::string> pick_gguf(const std::vector<std::string>& paths, const 
             if (has_quant(m, "Q4_K_M")) chosen.push_back(m);
         if (chosen.size() != 1) chosen = {main.front()};
     }
+    if (chosen.empty()) throw Error("[hub] no GGUF model in " + ref.repo + " matches " + ref.name());
     // Every part of a split, in order; a missing part is an error (the model cannot load without it).
     auto [part, count] = split_part(chosen.front());
     if (count == 0) return chosen;

@@ -7,6 +7,10 @@
 #include <fstream>
 #include <random>
 
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -84,4 +88,37 @@ TEST_CASE("pull of a missing repo or quant fails with a clear error") {
     CHECK(quant.out.find("has no Q2_K GGUF") != std::string::npos);
     CHECK(quant.out.find("Q8_0") != std::string::npos);
     CHECK(run_tinyllm("pull not-a-name").status == 1);
+}
+
+TEST_CASE("pull killed midway (SIGKILL) resumes: the second run fetches only the bytes not on disk") {
+    HubEnv env;
+    std::string big(3 << 20, '\0');
+    for (size_t i = 0; i < big.size(); i++) big[i] = char((i * 2654435761u) >> 13);
+    env.hub.add_file("acme/big-GGUF", "big-Q8_0.gguf", big);
+    env.hub.slow_down("acme/big-GGUF", "big-Q8_0.gguf", 30);  // ~2 MB/s: time to kill it midway
+    const char* bin = std::getenv("TINYLLM_BIN");
+    const std::string path = bin ? bin : std::string(TINYLLM_BINARY_DIR) + "/tinyllm";
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        execl(path.c_str(), path.c_str(), "pull", "acme/big-GGUF:Q8_0", (char*)nullptr);
+        _exit(127);
+    }
+    for (int i = 0; i < 1000 && env.hub.bytes_served("acme/big-GGUF", "big-Q8_0.gguf") < (1 << 20); i++) usleep(10000);
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    usleep(300000);  // the hub's sender notices the dead connection (a chunk already on its way counts)
+    const uint64_t served_first = env.hub.bytes_served("acme/big-GGUF", "big-Q8_0.gguf");
+    REQUIRE(served_first >= (1 << 20));
+    REQUIRE(served_first < big.size());
+    const fs::path partial = env.cache / "models--acme--big-GGUF" / "blobs" / (fake::sha256_hex(big) + ".incomplete");
+    REQUIRE(fs::exists(partial));
+    const uint64_t on_disk = fs::file_size(partial);
+    CHECK(on_disk > 0);
+    env.hub.slow_down("acme/big-GGUF", "big-Q8_0.gguf", 0);
+    Run again = run_tinyllm("pull acme/big-GGUF:Q8_0");
+    INFO(again.out);
+    CHECK(again.status == 0);
+    CHECK(env.hub.bytes_served("acme/big-GGUF", "big-Q8_0.gguf") - served_first == big.size() - on_disk);
 }
