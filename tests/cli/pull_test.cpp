@@ -61,7 +61,7 @@ TEST_CASE("pull fetches a model by name with plain progress lines, list shows it
     CHECK(run_tinyllm("list").out.find("no models") != std::string::npos);
 }
 
-TEST_CASE("-m OWNER/REPO:QUANT pulls on first use, then runs from the cache offline exactly like the file") {
+TEST_CASE("run -m OWNER/REPO:QUANT pulls on first use, then runs from the cache offline exactly like the file") {
     HubEnv env;
     const std::string args = " -p 'Once upon a time' -n 12 --temp 0";
     Run first = run_tinyllm("run -m acme/tiny-GGUF:Q4_K_M" + args, false);
