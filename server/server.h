@@ -26,8 +26,8 @@ struct ServerOptions {
     int port = 8080;             // 0: any free port (see Server::port())
     std::string api_key;         // "": no authentication
     std::string cors_origin;     // "": no CORS headers; "*" or an origin
-    int queue_size = 64;         // requests that may wait behind the running one; more get 503
-    std::string model_name;      // "": the session's model name
+    int queue_size = 64;         // requests that may wait behind a model's running one; more get 503
+    std::string model_name;      // "": the session's model name (one attached session)
     bool log_requests = true;    // one line per request on stderr
 };
 

@@ -89,7 +89,7 @@ private:
 };
 json whole_response(const Job& job, const Delta& reply, const Outcome& outcome);  // stream: false
 
-// Requests wait in arrival order for the one model instance; at most `max_waiting` may wait.
+// Requests wait in arrival order for one model instance; at most `max_waiting` may wait.
 class RequestQueue {
 public:
     explicit RequestQueue(int max_waiting) : max_waiting_(max_waiting) {}
