@@ -177,12 +177,16 @@ void ModelRegistry::load(Entry& entry, std::unique_lock<std::mutex>& lock) {
     std::unique_ptr<llm::Session> session;
     ChatRenderer render;
     std::string error, path = entry.path;
+    bool not_on_hub = false;  // the Hub has no such repo, file or quant: an unknown model, not a failure
     try {
         if (entry.pull) path = hub::pull(options_.hub, *entry.pull).path.string();
         llm::SessionOptions so = options_.session;
         so.model_path = path;
         session = llm::open_session(so);
         render = model_chat_renderer(*session);
+    } catch (const hub::Error& e) {
+        error = e.what();
+        not_on_hub = error.find("no such") != std::string::npos || error.find(" has no ") != std::string::npos;
     } catch (const std::exception& e) {
         error = e.what();
     }
@@ -190,6 +194,7 @@ void ModelRegistry::load(Entry& entry, std::unique_lock<std::mutex>& lock) {
     if (!session) {
         entry.state = ModelState::UNLOADED;
         changed_.notify_all();
+        if (not_on_hub) throw ApiError(404, "[server] no model named '" + entry.name + "': " + error, "model", "model_not_found");
         throw ApiError(500, "[server] model '" + entry.name + "' failed to load: " + error, "model", "model_load_failed");
     }
     entry.path = path;
@@ -247,6 +252,7 @@ std::vector<ModelRegistry::Listed> ModelRegistry::list() {
     if (multi_) rescan();
     std::vector<Listed> out;
     for (auto& e : entries_) {
+        if (e->pull && e->state == ModelState::UNLOADED) continue;  // a Hub name whose pull failed: not a model here
         Listed l{e->name, e->state, e->path, size_of(e->path), std::nullopt, e->last_used_wall};
         if (e->state == ModelState::LOADED) l.info = e->session->info();
         out.push_back(std::move(l));

@@ -198,6 +198,11 @@ TEST_CASE("models: Hub names are pulled on demand with allow_pull, and POST /api
     CHECK(s.states()["acme/stories-GGUF:f32"] == "unloaded");  // listed, loaded on first use
     s.check_golden("acme/stories-GGUF:f32", STORIES);
 
+    res = s.post("/v1/completions", {{"model", "acme/nothing:Q8_0"}, {"prompt", "x"}, {"max_tokens", 1}});
+    REQUIRE(res);
+    CHECK(res->status == 404);  // the Hub has no such repo: an unknown model, and not listed afterwards
+    CHECK(json::parse(res->body)["error"]["code"] == "model_not_found");
+    CHECK(s.states().count("acme/nothing:Q8_0") == 0);
     res = s.post("/api/pull", {{"model", "acme/nothing"}, {"stream", false}});
     REQUIRE(res);
     CHECK(res->status == 404);
