@@ -17,7 +17,7 @@ const char* USAGE =
     "usage: tinyllm run [-m MODEL] [-p PROMPT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                   [--min-p P] [--seed S] [--json] [--top-logits K] [--force 5,17,9] [--kv f16|f32]\n"
     "                   [--ctx N] [--device NAME]\n"
-    "  -m, --model M     GGUF model (default: the built-in stories260K)\n"
+    "  -m, --model M     GGUF model or Hub name OWNER/REPO[:QUANT] (default: the built-in stories260K)\n"
     "  -p, --prompt P    prompt text; BOS is added as the model's add_bos_token says\n"
     "  --ids 1,2,3       prompt token ids instead of text (nothing is added)\n"
     "  -n N              tokens to generate (default 64)\n"

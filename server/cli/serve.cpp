@@ -28,7 +28,7 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
   --api-key K      require 'Authorization: Bearer K' (not for / and /health)
   --cors ORIGIN    allow browser pages from ORIGIN ("*": any) to call the API
   --max-context N  context length in tokens (default: the model's, capped at 4096)
-  --queue N        requests that may wait for the model (default 64); more get 503
+  --queue N        requests that may wait for each model (default 64); more get 503
 )";
 
 int parse_int(Args& args, const std::string& flag, int fallback) {
