@@ -57,7 +57,7 @@ void add_quants(fake::FakeHub& hub) {
 
 }  // namespace
 
-TEST_CASE("model names parse as OWNER/REPO[:QUANT] and OWNER/REPO/FILE.gguf; file paths do not") {
+TEST_CASE("model names parse as OWNER/REPO:QUANT and OWNER/REPO/FILE.gguf, file paths do not") {
     auto a = hub::ModelRef::parse("acme/tiny-GGUF:q8_0");
     REQUIRE(a);
     CHECK(a->repo == "acme/tiny-GGUF");
@@ -90,7 +90,7 @@ TEST_CASE("pull by repo takes Q4_K_M into the Hub cache layout (blob, snapshot l
     CHECK(f.hub.bytes_served(REPO, "tiny-Q8_0.gguf") == 0);
 }
 
-TEST_CASE("pull by quant is case-insensitive and a whole label; missing or ambiguous quants list the repo's") {
+TEST_CASE("pull by quant is case-insensitive and a whole label, missing or ambiguous quants list the repo's") {
     HubFixture f;
     add_quants(f.hub);
     CHECK(f.pull("acme/tiny-GGUF:q8_0").path.filename() == "tiny-Q8_0.gguf");
@@ -140,7 +140,7 @@ TEST_CASE("a transient failure is retried with backoff and resumes where it stop
     CHECK(f.hub.bytes_served(REPO, "tiny-Q8_0.gguf") == 300000);
 }
 
-TEST_CASE("a checksum mismatch deletes the download and says so; nothing appears in the snapshot") {
+TEST_CASE("a checksum mismatch deletes the download and says so, nothing appears in the snapshot") {
     HubFixture f;
     add_quants(f.hub);
     f.hub.list_wrong_sha256(REPO, "tiny-Q8_0.gguf");
@@ -150,7 +150,7 @@ TEST_CASE("a checksum mismatch deletes the download and says so; nothing appears
     for (const auto& e : fs::directory_iterator(repo / "blobs")) FAIL("left in blobs: " + e.path().string());
 }
 
-TEST_CASE("a gated repo needs a token (401); missing repos and files are 404s with clear errors") {
+TEST_CASE("a gated repo needs a token (401), missing repos and files are 404s with clear errors") {
     HubFixture f;
     add_quants(f.hub);
     f.hub.set_gated(REPO);

@@ -101,7 +101,7 @@ void link_models(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("models: two models by name in turn with models_max 1 both answer correctly; /v1/models shows the states") {
+TEST_CASE("models: two models by name in turn with models_max 1 both answer correctly, /v1/models shows the states") {
     REQUIRE_SHARED_DATA();
     TempDir dir, cache;
     link_models(dir.path);
@@ -116,7 +116,7 @@ TEST_CASE("models: two models by name in turn with models_max 1 both answer corr
     CHECK(golden(STORIES)["generated_text"] != golden(QUANT)["generated_text"]);  // really two different models
 }
 
-TEST_CASE("models: an unknown name is 404 model_not_found; a model that fails to load fails that request only") {
+TEST_CASE("models: an unknown name is 404 model_not_found, a model that fails to load fails that request only") {
     REQUIRE_SHARED_DATA();
     TempDir dir, cache;
     link_models(dir.path);
