@@ -150,6 +150,14 @@ TEST_CASE("a checksum mismatch deletes the download and says so, nothing appears
     for (const auto& e : fs::directory_iterator(repo / "blobs")) FAIL("left in blobs: " + e.path().string());
 }
 
+TEST_CASE("a file larger than the free disk space is refused before any byte is fetched") {
+    HubFixture f;
+    add_quants(f.hub);
+    f.hub.list_size(REPO, "tiny-Q8_0.gguf", uint64_t(1) << 60);  // an exabyte
+    CHECK_THROWS_WITH(f.pull("acme/tiny-GGUF:Q8_0"), Catch::Contains("not enough free space"));
+    CHECK(f.hub.bytes_served(REPO, "tiny-Q8_0.gguf") == 0);
+}
+
 TEST_CASE("a gated repo needs a token (401), missing repos and files are 404s with clear errors") {
     HubFixture f;
     add_quants(f.hub);

@@ -56,6 +56,11 @@ void FakeHub::list_wrong_sha256(const std::string& repo, const std::string& path
     repos_[repo].files[path].listed_sha256 = sha256_hex("not the content");
 }
 
+void FakeHub::list_size(const std::string& repo, const std::string& path, uint64_t size) {
+    std::lock_guard lock(mutex_);
+    repos_[repo].files[path].listed_size = size;
+}
+
 void FakeHub::cut_once(const std::string& repo, const std::string& path, uint64_t offset) {
     std::lock_guard lock(mutex_);
     File& f = repos_[repo].files[path];
@@ -108,9 +113,11 @@ void FakeHub::routes() {
         if (!authorized(repo, req)) return refuse(res, 401, "GatedRepo", "Access to this model is restricted");
         if (req.matches[2] != "main" && req.matches[2] != repo.commit) return refuse(res, 404, "RevisionNotFound", "Invalid rev id");
         nlohmann::json siblings = nlohmann::json::array();
-        for (const auto& [path, f] : repo.files)
-            siblings.push_back({{"rfilename", path}, {"size", f.content.size()}, {"blobId", f.sha256.substr(0, 40)},
-                                {"lfs", {{"sha256", f.listed_sha256}, {"size", f.content.size()}, {"pointerSize", 134}}}});
+        for (const auto& [path, f] : repo.files) {
+            const uint64_t size = f.listed_size != UINT64_MAX ? f.listed_size : f.content.size();
+            siblings.push_back({{"rfilename", path}, {"size", size}, {"blobId", f.sha256.substr(0, 40)},
+                                {"lfs", {{"sha256", f.listed_sha256}, {"size", size}, {"pointerSize", 134}}}});
+        }
         res.set_content(nlohmann::json{{"id", req.matches[1]}, {"sha", repo.commit}, {"siblings", siblings}}.dump(), "application/json");
     });
 

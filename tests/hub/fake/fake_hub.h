@@ -28,6 +28,7 @@ public:
     void set_gated(const std::string& repo);
     void set_commit(const std::string& repo, const std::string& commit);
     void list_wrong_sha256(const std::string& repo, const std::string& path);  // the checksum mismatch
+    void list_size(const std::string& repo, const std::string& path, uint64_t size);  // e.g. more than any disk
     // The next download of this file stops after `offset` bytes of it and drops the connection.
     void cut_once(const std::string& repo, const std::string& path, uint64_t offset);
     // Every download of this file stops after `offset` bytes (until cleared with UINT64_MAX).
@@ -41,6 +42,7 @@ public:
 private:
     struct File {
         std::string content, sha256, listed_sha256;
+        uint64_t listed_size = UINT64_MAX;  // UINT64_MAX: the content's size
         uint64_t cut_at = UINT64_MAX;
         bool cut_repeat = false;
         int delay_ms = 0;
