@@ -28,8 +28,6 @@ std::string schema_gbnf(const json& schema, const std::string& param) {
     }
 }
 
-bool present(const json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
-
 // A tag as the grammar writes it: the special token when the vocabulary has it as one, else text.
 std::string tag(const std::string& text, const tok::Tokenizer& tokenizer) {
     std::vector<int32_t> ids = tokenizer.encode(text, false, true);
