@@ -116,8 +116,8 @@ void translate_tool_choice(const json& body, json& chat) {
     if (!present(body, "tool_choice")) return;
     const json& c = body["tool_choice"];
     const std::string type = c.is_object() ? c.value("type", "") : "";
-    // TODO(structured output): "any" and "tool" open the call in the prompt; a grammar would also
-    // force its JSON to match the tool's input_schema.
+    // TODO(#16/#17): "any" and "tool" open the call in the prompt; mapping them to tool_choice
+    // "required" / a named function would let the tool-call grammar enforce input_schema (h/frontends).
     if (type == "auto") chat["tool_choice"] = "auto";
     else if (type == "any") chat["tool_choice"] = "required";
     else if (type == "none") chat["tool_choice"] = "none";

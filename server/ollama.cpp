@@ -59,8 +59,8 @@ json to_body(const json& body, bool generate) {
     chat["stream"] = body.contains("stream") ? body["stream"] : json(true);  // ollama streams unless told not to
     translate_options(body, chat);
     if (present(body, "format") && body["format"] != "")
-        // TODO(structured output): "json" and a JSON schema map onto the Job's grammar once it exists.
-        throw invalid("format", "needs structured output, which this server does not have yet");
+        // TODO(#16/#17): map "json" / a schema onto response_format (written on h/frontends, not yet merged).
+        throw invalid("format", "is not supported on /api/* yet; /v1/chat/completions takes response_format");
     if (present(body, "think")) {
         const json& think = body["think"];  // true/false, or an effort (gpt-oss: low, medium, high)
         chat["chat_template_kwargs"] = think.is_boolean() ? json{{"enable_thinking", think}}

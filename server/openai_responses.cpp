@@ -96,8 +96,8 @@ json to_chat(const json& body) {
     }
     if (present(body, "text") && body["text"].is_object() && body["text"].contains("format")) {
         const std::string type = body["text"]["format"].is_object() ? body["text"]["format"].value("type", "") : "";
-        // TODO(structured output): json_schema / json_object map onto the Job's grammar once it exists.
-        if (type != "text") throw invalid("text.format", "'" + type + "' needs structured output, which this server does not have yet; use {\"type\": \"text\"}");
+        // TODO(#16/#17): map json_schema / json_object onto response_format (written on h/frontends, not yet merged).
+        if (type != "text") throw invalid("text.format", "'" + type + "' is not supported on /v1/responses yet (/v1/chat/completions takes response_format); use {\"type\": \"text\"}");
     }
     json kwargs = json::object();
     if (present(body, "reasoning") && body["reasoning"].is_object() && present(body["reasoning"], "effort")) {
