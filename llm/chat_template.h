@@ -46,7 +46,8 @@ public:
 
     // `context` holds exactly the variables the template sees: messages, tools, add_generation_prompt,
     // bos_token, eos_token, extra variables (enable_thinking, ...). Key order is preserved.
-    // Thread-safe: one template may render from several threads at once.
+    // Thread-safe: one template may render from several threads at once. A render on a thread with a
+    // tok::CancelScope stops (TemplateError) once the scope says so.
     std::string render(const nlohmann::ordered_json& context) const;
 
     // Where strftime_now() takes "now" (local time); the system clock by default. Tests pin it.

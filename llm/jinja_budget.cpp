@@ -2,6 +2,7 @@
 // the stack the current thread actually has (server threads may have less than the limit).
 #include "llm/jinja_budget.h"
 #include "llm/jinja_value.h"
+#include "tokenizer/tokenizer.h"
 
 #include <pthread.h>
 
@@ -68,6 +69,7 @@ Budget* Budget::current() { return g_current; }
 void Budget::step(uint64_t n) {
     steps_ += n;
     if (steps_ > limits_.max_steps) exceeded("too many steps", "max_steps", limits_.max_steps);
+    if (tok::CancelScope::should_stop(n)) fail(ErrorKind::RUNTIME, "render stopped: the caller cancelled it");
 }
 
 void Budget::output(size_t bytes) {

@@ -17,7 +17,12 @@ constexpr int MAX_DEPTH = 512;  // deeper input is refused rather than risking t
 void append_json_string(std::string& out, std::string_view s, bool ensure_ascii) {
     out += '"';
     for (size_t i = 0; i < s.size();) {
+        const size_t at = i;
         char32_t cp = utf8_next(s, i);
+        if (cp >= 0x80 && i == at + 1) {  // a byte that is not UTF-8 (the server's literal-span marks) stays as it is
+            out += s[at];
+            continue;
+        }
         switch (cp) {
         case '"': out += "\\\""; continue;
         case '\\': out += "\\\\"; continue;

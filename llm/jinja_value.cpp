@@ -349,7 +349,12 @@ void append_string_repr(std::string& out, std::string_view s) {
     char quote = has_single && !has_double ? '"' : '\'';
     out += quote;
     for (size_t i = 0; i < s.size();) {
+        const size_t at = i;
         char32_t cp = utf8_next(s, i);
+        if (cp >= 0x80 && i == at + 1) {  // a byte that is not UTF-8 (the server's literal-span marks) stays as it is
+            out += s[at];
+            continue;
+        }
         if (cp == static_cast<char32_t>(quote) || cp == '\\') {
             out += '\\';
             out += static_cast<char>(cp);

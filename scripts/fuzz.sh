@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer target (clang-19, ASAN+UBSAN, in build-fuzz/) and runs it for SECONDS on a corpus
 # seeded from the repository's fixtures. Fails on any crash, leak, timeout or out-of-memory.
-#   scripts/fuzz.sh gguf|jinja|request|tokenizer SECONDS [extra libFuzzer flags]
+#   scripts/fuzz.sh gguf|jinja|request|tokenizer|grammar SECONDS [extra libFuzzer flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: scripts/fuzz.sh gguf|jinja|request|tokenizer SECONDS}
+target=${1:?usage: scripts/fuzz.sh gguf|jinja|request|tokenizer|grammar SECONDS}
 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
 shift 2
-case "$target" in gguf|jinja|request|tokenizer) ;; *) echo "[fuzz] unknown target '$target'" >&2; exit 2 ;; esac
+case "$target" in gguf|jinja|request|tokenizer|grammar) ;; *) echo "[fuzz] unknown target '$target'" >&2; exit 2 ;; esac
 FUZZ_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 if [ ! -f "$FUZZ_DIR/CMakeCache.txt" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYLLM_FUZZ=ON \
@@ -32,6 +32,15 @@ case "$target" in
     head -c 4096 tests/fixtures/stories260K-f32.golden.json > "$seeds/golden.txt"
     printf '%s' 'Hello <|im_start|>user wörld 中文 😀  tabs	and
 newlines 12345' > "$seeds/mixed.txt" ;;
+  grammar)  # the structured-output corpus: '\0' + GBNF + NUL + an accepted string, or '\1' + a JSON Schema
+    printf '\0root ::= "yes" | "no"\0yes' > "$seeds/min.gbnf"
+    node --input-type=module -e '
+      import { writeFileSync } from "node:fs";
+      import { SCHEMAS, GRAMMARS } from "./tests/node/schemas.mjs";
+      const dir = process.argv[1];
+      for (const g of GRAMMARS) writeFileSync(`${dir}/${g.name}.gbnf`, "\0" + g.gbnf + "\0" + g.good[0]);
+      for (const s of SCHEMAS) writeFileSync(`${dir}/${s.name}.schema`, "\x01" + JSON.stringify(s.schema));
+    ' "$seeds" || echo "[fuzz] node could not read tests/node/schemas.mjs: seeding grammar with one grammar only" ;;
 esac
 
 # Inputs stay small so that each execution is fast (the seeds are truncated to this).

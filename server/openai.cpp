@@ -149,6 +149,21 @@ json bracket_control_tokens(const json& text, const tok::Tokenizer& tokenizer) {
     return out.append(s, at);
 }
 
+// Every string (and object key) of a client value, bracketed: tool names, descriptions, parameter
+// schemas and call arguments reach the template as values, and `tojson` keeps the brackets.
+json bracket_all(const json& v, const tok::Tokenizer& tokenizer) {
+    if (v.is_string()) return bracket_control_tokens(v, tokenizer);
+    if (v.is_array()) {
+        json out = json::array();
+        for (const json& x : v) out.push_back(bracket_all(x, tokenizer));
+        return out;
+    }
+    if (!v.is_object()) return v;
+    json out = json::object();
+    for (const auto& [key, x] : v.items()) out[bracket_control_tokens(key, tokenizer).get<std::string>()] = bracket_all(x, tokenizer);
+    return out;
+}
+
 // The rendered prompt without the brackets, and the spans they enclosed.
 std::string take_literal_spans(const std::string& rendered, std::vector<tok::TextSpan>& spans) {
     std::string out;
@@ -209,12 +224,12 @@ json normalize_messages(const json& body, const tok::Tokenizer& tokenizer) {
                     json parsed = parse_json(fn["arguments"].get<std::string>(), where + ".tool_calls[].function.arguments");
                     if (!parsed.is_discarded()) fn["arguments"] = parsed;
                 }
-                calls.push_back({{"id", call.value("id", "")}, {"type", "function"}, {"function", fn}});
+                calls.push_back({{"id", call.value("id", "")}, {"type", "function"}, {"function", bracket_all(fn, tokenizer)}});
             }
             out["tool_calls"] = calls;
         }
         for (const char* key : {"tool_call_id", "name"})
-            if (m.contains(key) && m[key].is_string()) out[key] = m[key];
+            if (m.contains(key) && m[key].is_string()) out[key] = bracket_control_tokens(m[key], tokenizer);
         messages.push_back(std::move(out));
     }
     return messages;
@@ -339,7 +354,7 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     for (const json& m : context["messages"]) content_bytes += m["content"].get_ref<const std::string&>().size();
     check_prompt_bytes(content_bytes, session, "messages");
     json tools = parse_tools(body, job.router.parse_tool_calls, required);
-    if (!tools.empty()) context["tools"] = tools;
+    if (!tools.empty()) context["tools"] = bracket_all(tools, tokenizer);  // the grammar and router take them as sent
     context["add_generation_prompt"] = true;
     context["bos_token"] = token_text(tokenizer, tokenizer.bos());
     context["eos_token"] = token_text(tokenizer, tokenizer.eos());

@@ -167,13 +167,23 @@ std::shared_ptr<Job> Server::Impl::prepare(const httplib::Request& req, const st
     llm::Session& s = require_session();
     ClientWatch watch(req.remote_port, req.local_port);
     // Rendering and tokenizing can take much memory and time: only a few at once.
-    PromptSlots::Slot slot(prompt_slots, [&] { return stopping || watch.gone(); });
+    auto gone_or_stopping = [&] { return stopping || watch.gone(); };
+    PromptSlots::Slot slot(prompt_slots, gone_or_stopping);
     if (!slot.held()) {
         if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
         t_log_detail = " · client went away before its prompt was prepared";
         return nullptr;
     }
-    return std::make_shared<Job>(parse(s));
+    // Rendering and tokenizing stop midway when the client leaves, freeing the slot for the next one.
+    tok::CancelScope cancel(gone_or_stopping);
+    try {
+        return std::make_shared<Job>(parse(s));
+    } catch (const std::exception&) {
+        if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
+        if (!watch.gone()) throw;
+        t_log_detail = " · client went away while its prompt was prepared";
+        return nullptr;
+    }
 }
 
 std::shared_ptr<RequestQueue::Ticket> Server::Impl::enter_queue() {

@@ -4,6 +4,7 @@
 // Regexes: HF tokenizer.json / tiktoken of each model family, as collected in llama.cpp's
 // llama-vocab.cpp. \s is Unicode White_Space, \p{..} the general categories of unicode_tables.cpp.
 #include "tokenizer/pretokenize_impl.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode_impl.h"
 
 #include <algorithm>
@@ -310,7 +311,8 @@ void pre_split(PreSplit split, std::string_view text, std::vector<Span>& words) 
     if (text.empty()) return;
     thread_local Text t;  // reused buffers: splitting runs once per text fragment
     t.cp.clear(), t.cls.clear(), t.offset.clear();
-    for (size_t i = 0; i < text.size();) {
+    for (size_t i = 0, checked = 0; i < text.size();) {
+        if (i - checked >= CancelScope::CHECK_BYTES) CancelScope::check(i - checked), checked = i;
         size_t len;
         const uint32_t c = decode_utf8(text.data() + i, text.size() - i, len);
         const uint8_t pr = props(c);
@@ -328,6 +330,7 @@ void pre_split(PreSplit split, std::string_view text, std::vector<Span>& words) 
     thread_local std::vector<Span> pieces, next;
     pieces.assign(1, Span{0, uint32_t(t.cp.size())});
     for (Matcher m : stages(split)) {
+        CancelScope::check(text.size());
         apply_stage(t, m, pieces, next);
         pieces.swap(next);
     }

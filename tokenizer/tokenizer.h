@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,33 @@ namespace tok {
 // Bad input (an unusable vocabulary, an out-of-range id). The message starts with "[tokenizer] ".
 struct Error : std::runtime_error {
     using std::runtime_error::runtime_error;
+};
+
+// encode() stopped because its thread's CancelScope said so (the caller no longer wants the result).
+struct Cancelled : Error {
+    using Error::Error;
+};
+
+// Makes long work on this thread stoppable: while a scope lives, encode() asks `cancelled` after every
+// CHECK_BYTES or so of text, and the Jinja renderer every few thousand steps; once it says yes they
+// throw (tok::Cancelled, llm::TemplateError). A server stops preparing a prompt for a client that left.
+class CancelScope {
+public:
+    static constexpr size_t CHECK_BYTES = 256 << 10;
+    explicit CancelScope(std::function<bool()> cancelled);
+    ~CancelScope();
+    CancelScope(const CancelScope&) = delete;
+    CancelScope& operator=(const CancelScope&) = delete;
+
+    // `bytes` of work done; asks the innermost scope (if any) once per CHECK_BYTES. True: stop now.
+    static bool should_stop(size_t bytes);
+    static void check(size_t bytes);  // should_stop, as a tok::Cancelled
+
+private:
+    std::function<bool()> cancelled_;
+    size_t since_check_ = 0;
+    bool stopped_ = false;
+    CancelScope* previous_;
 };
 
 struct TextSpan {

@@ -201,6 +201,7 @@ std::vector<int32_t> Vocab::encode_fragments(std::string_view text, bool add_spe
     std::vector<int32_t> out;
     if (add_special && add_bos_) out.push_back(bos_);
     for (const Fragment& fr : fragments) {
+        CancelScope::check(fr.end - fr.begin);  // also when every word is a cache hit
         if (fr.token >= 0) out.push_back(fr.token);
         else encode_fragment(text.substr(fr.begin, fr.end - fr.begin), out);
     }

@@ -83,9 +83,11 @@ void for_each_chunk(std::string_view word, F&& f) {
     while (word.size() > MAX_WORD_BYTES) {
         size_t cut = MAX_WORD_BYTES;
         while (cut > MAX_WORD_BYTES - 4 && (static_cast<uint8_t>(word[cut]) & 0xc0) == 0x80) cut--;  // not inside a character
+        CancelScope::check(cut);
         f(word.substr(0, cut));
         word.remove_prefix(cut);
     }
+    CancelScope::check(word.size());
     f(word);
 }
 

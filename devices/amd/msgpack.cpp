@@ -121,7 +121,7 @@ private:
         v.map.reserve(n);
         for (uint64_t i = 0; i < n; i++) {
             Value key = value(depth + 1);
-            v.map.emplace_back(std::move(key), value(depth + 1));
+            v.map.push_back({std::move(key), value(depth + 1)});
         }
         return v;
     }

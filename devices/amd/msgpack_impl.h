@@ -13,6 +13,8 @@
 
 namespace amd::msgpack {
 
+struct MapEntry;
+
 struct Value {
     enum class Type { NIL, BOOL, INT, FLOAT, STR, BIN, ARRAY, MAP };
     Type type = Type::NIL;
@@ -21,11 +23,15 @@ struct Value {
     double real = 0;
     std::string str;      // STR and BIN bytes
     std::vector<Value> array;
-    std::vector<std::pair<Value, Value>> map;
+    std::vector<MapEntry> map;  // not std::pair<Value, Value>: clang rejects a pair of a type still incomplete
 
     const Value* get(std::string_view key) const;  // a MAP's value for a string key, or nullptr
     std::optional<int64_t> as_int() const;
     const std::string* as_str() const;
+};
+
+struct MapEntry {
+    Value key, value;
 };
 
 Value parse(std::span<const uint8_t> bytes, const std::string& where);

@@ -140,7 +140,7 @@ TEST_CASE("e2e: tinyllm serve on stories260K: greedy /v1/completions returns the
     std::string streamed;
     for (size_t pos = 0; (pos = res->body.find("data: {", pos)) != std::string::npos; pos++)
         streamed += json::parse(res->body.substr(pos + 6, res->body.find("\n\n", pos) - pos - 6))["choices"][0]["text"].get<std::string>();
-    CHECK(streamed == golden["generated_text"]);
+    CHECK(streamed == golden["generated_text"].get<std::string>());
 }
 
 TEST_CASE("e2e: tinyllm run on stories260K prints the golden continuation") {

@@ -5,6 +5,8 @@
 
 #include "tokenizer/vocab_impl.h"
 
+#include <time.h>
+
 using namespace tok_test;
 
 namespace {
@@ -82,4 +84,36 @@ TEST_CASE("words up to the chunk size encode exactly as one piece, longer ones a
     }();
     const Loaded& q = vocab("qwen3");
     CHECK(q.tok->decode(q.tok->encode(multibyte, false, false)) == multibyte);  // no cut inside a character
+}
+
+static double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + t.tv_nsec * 1e-9;
+}
+
+// CPU time of this thread, not wall time: the bound holds on a loaded machine too.
+TEST_CASE("a CancelScope stops encoding a long input soon after it says so, and one that never does changes nothing") {
+    REQUIRE_SHARED_DATA();
+    for (const char* name : {"llama2", "qwen3"}) {
+        INFO(name);
+        const Loaded& l = vocab(name);
+        const std::string sample = no_space_text(1 << 20);
+        double t0 = thread_cpu_seconds();
+        const auto plain = l.tok->encode(sample, false, false);
+        const double one_mb = thread_cpu_seconds() - t0;
+        {
+            tok::CancelScope never([] { return false; });
+            CHECK(l.tok->encode(sample, false, false) == plain);
+        }
+        const std::string text = no_space_text(16 << 20);  // ~16 one_mb of work uncancelled
+        int asked = 0;
+        tok::CancelScope scope([&] { return ++asked >= 2; });  // the client leaves after the first look
+        t0 = thread_cpu_seconds();
+        CHECK_THROWS_AS(l.tok->encode(text, false, false), tok::Cancelled);
+        const double cancelled = thread_cpu_seconds() - t0;
+        INFO("1 MB: " << one_mb << " s CPU; 16 MB cancelled at the second look: " << cancelled << " s");
+        CHECK(asked == 2);
+        CHECK(cancelled < 2 * one_mb);
+    }
 }
