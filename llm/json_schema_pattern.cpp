@@ -2,6 +2,8 @@
 // ^ $ anchors) turned into a GBNF expression over the JSON-encoded characters of a string value.
 #include "llm/json_schema_impl.h"
 
+#include <algorithm>
+
 #include <string>
 
 namespace llm::schema {
@@ -157,8 +159,17 @@ private:
             size_t close = p_.find('}', pos_);
             if (close == std::string_view::npos) throw error("unterminated {m,n}");
             q = std::string(p_.substr(pos_, close - pos_ + 1));
-            for (char d : q.substr(1, q.size() - 2))
-                if (!std::isdigit(static_cast<unsigned char>(d)) && d != ',') throw error("bad repetition " + q);
+            // {m}, {m,} or {m,n} with m <= n <= 100000: what the GBNF parser takes (found by fuzz_grammar)
+            const std::string inner = q.substr(1, q.size() - 2);
+            const size_t comma = inner.find(',');
+            const std::string lo = inner.substr(0, comma), hi = comma == std::string::npos ? lo : inner.substr(comma + 1);
+            auto count = [&](const std::string& digits) {
+                if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); }))
+                    throw error("bad repetition " + q);
+                return std::stoul(digits);
+            };
+            if (count(lo) > 100000 || (!hi.empty() && (count(hi) > 100000 || count(hi) < count(lo))) || hi.find(',') != std::string::npos)
+                throw error("bad repetition " + q + " (needs m <= n <= 100000)");
             pos_ = close + 1;
         } else return a;
         if (more() && (p_[pos_] == '?' || p_[pos_] == '+')) pos_++;  // lazy / possessive: the same language

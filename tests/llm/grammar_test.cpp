@@ -245,3 +245,18 @@ TEST_CASE("json schema: integer bounds, formats and unsupported keywords") {
     CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"$ref":"#/$defs/none"})")),
                       Catch::Contains("points at nothing"));
 }
+
+// fuzz_grammar found a pattern repetition {2,1} copied into GBNF that the GBNF parser then refused: the
+// schema converter must refuse it itself, naming the pattern, and write only GBNF that parses.
+TEST_CASE("json_schema: a pattern repetition GBNF cannot take is refused by the converter") {
+    for (const char* rep : {"{2,1}", "{,3}", "{1,2,3}", "{100001}", "{}"}) {
+        const auto schema = nlohmann::ordered_json{{"type", "string"}, {"pattern", std::string("^[^a-z\"\\\\]") + rep + "$"}};
+        INFO(rep);
+        CHECK_THROWS_AS(llm::json_schema_to_gbnf(schema), llm::GrammarError);
+    }
+    for (const char* rep : {"{2}", "{2,}", "{1,3}", "{0,1000}"}) {
+        const auto schema = nlohmann::ordered_json{{"type", "string"}, {"pattern", std::string("^a") + rep + "$"}};
+        INFO(rep);
+        CHECK_NOTHROW(llm::parse_gbnf(llm::json_schema_to_gbnf(schema)));
+    }
+}
