@@ -1,8 +1,9 @@
 // The HTTP server: a route table over cpp-httplib. Every handler is wrapped so that an exception
-// becomes an OpenAI-shaped error and the server keeps serving; generation requests go through the
-// queue to the one session; streaming is SSE.
+// becomes an error in the API's shape and the server keeps serving; generation requests lease the model
+// their `model` field names (model_registry.h) and go through its queue; streaming is SSE.
 #include "llm/chat_template.h"
 #include "server/http_acceptor.h"
+#include "server/model_registry.h"
 #include "server/server_impl.h"
 #include "web_ui/web_ui.h"
 
@@ -18,6 +19,7 @@ namespace server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Lease = std::shared_ptr<ModelRegistry::Lease>;
 
 // What the request logger adds for the request this thread is handling (handler, stream and logger
 // all run on the connection's thread).
@@ -49,9 +51,9 @@ struct Server::Impl {
     ServerOptions options;
     HttpCore http;
     HttpAcceptor acceptor;
-    std::atomic<llm::Session*> session{nullptr};
-    ChatRenderer render_chat;
-    RequestQueue queue;
+    std::unique_ptr<ModelRegistry> registry_owner;
+    std::atomic<ModelRegistry*> registry{nullptr};  // set once the model (or the model list) is ready
+    hub::Settings hub = hub::Settings::from_env();  // where POST /api/pull fetches into
     PromptSlots prompt_slots{2};
     std::thread thread;
     int port = -1;
@@ -66,7 +68,7 @@ struct Server::Impl {
         double prefill_ms = 0, decode_ms = 0;
     } metrics;
 
-    explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(http, acceptor_options(options)), queue(options.queue_size) {}
+    explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(http, acceptor_options(options)) {}
 
     static AcceptorOptions acceptor_options(const ServerOptions& o) {
         AcceptorOptions a;
@@ -86,15 +88,20 @@ struct Server::Impl {
         return a;
     }
 
-    llm::Session& require_session() {
-        llm::Session* s = session.load();
-        if (!s) throw ApiError(503, "[server] the model is still loading", "", "model_loading");
-        return *s;
+    ModelRegistry& require_registry() {
+        ModelRegistry* r = registry.load();
+        if (!r) throw ApiError(503, "[server] the model is still loading", "", "model_loading");
+        return *r;
     }
-    std::string model_name() {
-        if (!options.model_name.empty()) return options.model_name;
-        llm::Session* s = session.load();
-        return s ? s->info().name : "";
+    // The model a request's `model` field names ("" or absent: the default), loaded and held while the
+    // lease lives. Every handler that uses a model goes through this; an unknown name is a 404.
+    Lease lease(const json& body) {
+        std::string name;
+        if (present(body, "model")) {
+            if (!body["model"].is_string()) throw ApiError(400, "[server] 'model' must be a string", "model");
+            name = body["model"].get<std::string>();
+        }
+        return require_registry().acquire(name);
     }
 
     void count(const Outcome& o) {
@@ -138,33 +145,43 @@ struct Server::Impl {
     }
 
     void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-    // Runs a parsed job with one API's reply format: queued, then answered whole or streamed.
-    void run_job(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job, std::shared_ptr<ReplyFormat> format);
-    std::shared_ptr<RequestQueue::Ticket> enter_queue();  // throws 503 when the queue is full or the server stops
+    // Runs a parsed job on its model with one API's reply format: queued, then answered whole or
+    // streamed. The lease keeps the model resident until the reply is sent.
+    void run_job(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job,
+                 std::shared_ptr<ReplyFormat> format);
+    // Throws 503 when the model's queue is full or the server stops.
+    std::shared_ptr<RequestQueue::Ticket> enter_queue(const Lease& model);
     // Parses a request through the prompt slots (rendering and tokenizing are bounded); nullptr when
     // the client left while waiting for one.
-    std::shared_ptr<Job> prepare(const httplib::Request& req, const std::function<Job(llm::Session&)>& parse);
-    ModelFacts facts() {
-        const llm::ModelInfo& info = require_session().info();
-        return {model_name(), &info, options.pooling != llm::Pooling::NONE ? options.pooling : info.pooling,
+    std::shared_ptr<Job> prepare(const httplib::Request& req, const Lease& model,
+                                 const std::function<Job(const ModelRegistry::Lease&)>& parse);
+    ModelFacts facts(const Lease& model) {
+        const llm::ModelInfo& info = model->session().info();
+        return {model->name(), &info, options.pooling != llm::Pooling::NONE ? options.pooling : info.pooling,
                 options.chat_template.empty() ? info.chat_template : options.chat_template};
     }
+    ModelFacts listed_facts(const ModelRegistry::Listed& l) {  // a loaded model of list()
+        return {l.name, &*l.info, options.pooling != llm::Pooling::NONE ? options.pooling : l.info->pooling,
+                options.chat_template.empty() ? l.info->chat_template : options.chat_template};
+    }
+    void pull(const httplib::Request& req, httplib::Response& res);
     void embed(const httplib::Request& req, httplib::Response& res, bool ollama);
     void routes();
 };
 
 void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     const json body = parse_body(req.body);
-    auto job = prepare(req, [&](llm::Session& s) {
-        return endpoint == Endpoint::CHAT ? parse_chat_request(body, s, render_chat, model_name())
-                                          : parse_completion_request(body, s, model_name());
+    const Lease model = lease(body);
+    auto job = prepare(req, model, [&](const ModelRegistry::Lease& m) {
+        return endpoint == Endpoint::CHAT ? parse_chat_request(body, m.session(), m.render_chat(), m.name())
+                                          : parse_completion_request(body, m.session(), m.name());
     });
-    if (job) run_job(req, res, job, openai_format(*job));
+    if (job) run_job(req, res, model, job, openai_format(*job));
 }
 
-std::shared_ptr<Job> Server::Impl::prepare(const httplib::Request& req, const std::function<Job(llm::Session&)>& parse) {
+std::shared_ptr<Job> Server::Impl::prepare(const httplib::Request& req, const Lease& model,
+                                           const std::function<Job(const ModelRegistry::Lease&)>& parse) {
     if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
-    llm::Session& s = require_session();
     ClientWatch watch(req.remote_port, req.local_port);
     // Rendering and tokenizing can take much memory and time: only a few at once.
     auto gone_or_stopping = [&] { return stopping || watch.gone(); };
@@ -177,7 +194,7 @@ std::shared_ptr<Job> Server::Impl::prepare(const httplib::Request& req, const st
     // Rendering and tokenizing stop midway when the client leaves, freeing the slot for the next one.
     tok::CancelScope cancel(gone_or_stopping);
     try {
-        return std::make_shared<Job>(parse(s));
+        return std::make_shared<Job>(parse(*model));
     } catch (const std::exception&) {
         if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
         if (!watch.gone()) throw;
@@ -186,18 +203,18 @@ std::shared_ptr<Job> Server::Impl::prepare(const httplib::Request& req, const st
     }
 }
 
-std::shared_ptr<RequestQueue::Ticket> Server::Impl::enter_queue() {
+std::shared_ptr<RequestQueue::Ticket> Server::Impl::enter_queue(const Lease& model) {
     if (stopping) throw ApiError(503, "[server] shutting down", "", "shutting_down");
-    std::shared_ptr<RequestQueue::Ticket> ticket = queue.enter();
+    std::shared_ptr<RequestQueue::Ticket> ticket = model->queue().enter();
     if (!ticket)
         throw ApiError(503, "[server] the queue is full (" + std::to_string(options.queue_size) + " waiting); retry later", "", "queue_full");
     return ticket;
 }
 
-void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
+void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job,
                            std::shared_ptr<ReplyFormat> format) {
-    llm::Session& s = require_session();
-    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue();
+    llm::Session& s = model->session();
+    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue(model);
     auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
     auto gone = [watch] { return watch->gone(); };
     auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
@@ -224,7 +241,7 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
     }
 
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(format->stream_type(), [this, job, format, ticket, watch, gone, gone_or_stopping, cut_now,
+    res.set_chunked_content_provider(format->stream_type(), [this, model, job, format, ticket, watch, gone, gone_or_stopping, cut_now,
                                                              shutting_down, &s](size_t, httplib::DataSink& sink) mutable {
         auto last_write = Clock::now();
         auto write = [&](const std::string& piece) {
@@ -267,13 +284,15 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
 }
 
 void Server::Impl::embed(const httplib::Request& req, httplib::Response& res, bool ollama) {
-    llm::Session& s = require_session();
-    const EmbedJob job = parse_embeddings_request(parse_body(req.body), s, model_name(), ollama);
-    const ModelFacts m = facts();
+    const json body = parse_body(req.body);
+    const Lease model = lease(body);
+    llm::Session& s = model->session();
+    const EmbedJob job = parse_embeddings_request(body, s, model->name(), ollama);
+    const ModelFacts m = facts(model);
     if (m.pooling == llm::Pooling::NONE)
         throw ApiError(400, "[server] this model declares no pooling (" + s.info().architecture +
                                 ".pooling_type), so it cannot embed; start the server with --pooling mean|cls|last");
-    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue();
+    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue(model);
     ClientWatch watch(req.remote_port, req.local_port);
     if (!ticket->wait_turn([&] { return watch.gone(); })) {
         t_log_detail = " · client went away while queued";
@@ -284,6 +303,52 @@ void Server::Impl::embed(const httplib::Request& req, httplib::Response& res, bo
     ticket.reset();
     t_log_detail = format(" · %zu inputs embedded", vectors.size());
     send_json(res, 200, embeddings_response(job, vectors, ms_since(t0)));
+}
+
+// POST /api/pull as ollama answers it: NDJSON progress lines ({"status": "pulling manifest"}, then
+// {"status", "digest", "total", "completed"} per file, "verifying sha256 digest", "success"), or with
+// "stream": false one {"status": "success"}. A failure mid-stream is a final {"error": ...} line.
+void Server::Impl::pull(const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req.body);
+    const json& field = present(body, "model") ? body["model"] : present(body, "name") ? body["name"] : json();
+    if (!field.is_string()) throw ApiError(400, "[server] 'model' must be a Hub model name (OWNER/REPO[:QUANT])", "model");
+    const std::string name = field.get<std::string>();
+    const std::optional<hub::ModelRef> ref = hub::ModelRef::parse(name);
+    if (!ref) throw ApiError(400, "[server] '" + name + "' is not a Hub model name (OWNER/REPO[:QUANT] or OWNER/REPO/FILE.gguf)", "model");
+    const bool stream = boolean(body, "stream", true);
+    auto finish = [this, name](const hub::PullResult& r) {
+        if (ModelRegistry* reg = registry.load()) reg->add(name, r.path.string());
+        t_log_detail = " · pulled " + name + (r.downloaded ? "" : " (cached)");
+    };
+    if (!stream) {
+        try {
+            finish(hub::pull(hub, *ref));
+        } catch (const hub::Error& e) {
+            const std::string what = e.what();
+            const bool missing = what.find("no such") != std::string::npos || what.find("has no") != std::string::npos;
+            throw ApiError(missing ? 404 : 500, what, "model", missing ? "model_not_found" : "pull_failed");
+        }
+        send_json(res, 200, {{"status", "success"}});
+        return;
+    }
+    res.set_chunked_content_provider("application/x-ndjson", [this, ref = *ref, finish](size_t, httplib::DataSink& sink) {
+        auto write = [&](const json& j) {
+            std::string line = dump(j) + "\n";
+            return sink.write(line.data(), line.size());
+        };
+        try {
+            finish(hub::pull(hub, ref, [&](const hub::Progress& p) {
+                json line = {{"status", p.status}};
+                if (!p.digest.empty() && p.status != "verifying sha256 digest")
+                    line.update({{"digest", p.digest}, {"total", p.total}, {"completed", p.completed}});
+                write(line);
+            }));
+        } catch (const std::exception& e) {
+            write({{"error", e.what()}});
+        }
+        sink.done();
+        return true;
+    });
 }
 
 void Server::Impl::routes() {
@@ -327,17 +392,24 @@ void Server::Impl::routes() {
         res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-        if (session.load()) send_json(res, 200, {{"status", "ok"}});
+        if (registry.load()) send_json(res, 200, {{"status", "ok"}});
         else send_json(res, 503, {{"status", "loading"}});
     });
+    // Every model with its state; what its GGUF says only once it is loaded.
     auto models = guarded([this](const httplib::Request&, httplib::Response& res) {
-        const ModelFacts m = facts();
-        const llm::ModelInfo& info = *m.info;
-        json model = {{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tinyllm"},
-                      {"context_length", info.n_ctx}, {"max_model_len", info.n_ctx}, {"capabilities", capabilities_json(m, false)},
-                      {"meta", {{"architecture", info.architecture}, {"n_ctx", info.n_ctx}, {"n_vocab", info.n_vocab},
-                                {"n_embd", info.n_embd}}}};
-        send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+        json data = json::array();
+        for (const ModelRegistry::Listed& l : require_registry().list()) {
+            json model = {{"id", l.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tinyllm"}, {"state", state_name(l.state)}};
+            if (l.info) {
+                const llm::ModelInfo& info = *l.info;
+                const ModelFacts m = listed_facts(l);
+                model.update({{"context_length", info.n_ctx}, {"max_model_len", info.n_ctx}, {"capabilities", capabilities_json(m, false)},
+                              {"meta", {{"architecture", info.architecture}, {"n_ctx", info.n_ctx}, {"n_vocab", info.n_vocab},
+                                        {"n_embd", info.n_embd}}}});
+            }
+            data.push_back(model);
+        }
+        send_json(res, 200, {{"object", "list"}, {"data", data}});
     });
     http.Get("/v1/models", models);
     http.Get("/models", models);
@@ -352,17 +424,25 @@ void Server::Impl::routes() {
     const ErrorShape ANTHROPIC = ErrorShape::ANTHROPIC, OLLAMA = ErrorShape::OLLAMA;
     http.Post("/v1/messages", guarded([this](const httplib::Request& req, httplib::Response& res) {
         const json body = parse_body(req.body);
-        auto job = prepare(req, [&](llm::Session& s) { return parse_anthropic_request(body, s, render_chat, model_name()); });
-        if (job) run_job(req, res, job, anthropic_format(*job));
+        const Lease model = lease(body);
+        auto job = prepare(req, model, [&](const ModelRegistry::Lease& m) {
+            return parse_anthropic_request(body, m.session(), m.render_chat(), m.name());
+        });
+        if (job) run_job(req, res, model, job, anthropic_format(*job));
     }, ANTHROPIC));
     http.Post("/v1/messages/count_tokens", guarded([this](const httplib::Request& req, httplib::Response& res) {
-        const Job job = parse_chat_request(anthropic_to_chat(parse_body(req.body), true), require_session(), render_chat, model_name());
+        const json body = parse_body(req.body);
+        const Lease model = lease(body);
+        const Job job = parse_chat_request(anthropic_to_chat(body, true), model->session(), model->render_chat(), model->name());
         send_json(res, 200, {{"input_tokens", job.prompt.size()}});
     }, ANTHROPIC));
     http.Post("/v1/responses", guarded([this](const httplib::Request& req, httplib::Response& res) {
         const json body = parse_body(req.body);
-        auto job = prepare(req, [&](llm::Session& s) { return parse_responses_request(body, s, render_chat, model_name()); });
-        if (job) run_job(req, res, job, responses_format(*job, body));
+        const Lease model = lease(body);
+        auto job = prepare(req, model, [&](const ModelRegistry::Lease& m) {
+            return parse_responses_request(body, m.session(), m.render_chat(), m.name());
+        });
+        if (job) run_job(req, res, model, job, responses_format(*job, body));
     }));
     http.Post("/v1/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) { embed(req, res, false); }));
     http.Post("/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) { embed(req, res, false); }));
@@ -370,34 +450,44 @@ void Server::Impl::routes() {
     http.Get("/api/version", [this](const httplib::Request&, httplib::Response& res) {
         send_json(res, 200, {{"version", "0.9.0"}});  // the ollama API level these routes follow
     });
-    http.Get("/api/tags", guarded([this](const httplib::Request&, httplib::Response& res) {
-        send_json(res, 200, {{"models", json::array({ollama_model_entry(facts(), false)})}});
-    }, OLLAMA));
-    http.Get("/api/ps", guarded([this](const httplib::Request&, httplib::Response& res) {
-        send_json(res, 200, {{"models", json::array({ollama_model_entry(facts(), true)})}});
-    }, OLLAMA));
+    // /api/tags: every model; /api/ps: the loaded ones. Unloaded models have no GGUF details yet.
+    for (const bool running : {false, true})
+        http.Get(running ? "/api/ps" : "/api/tags", guarded([this, running](const httplib::Request&, httplib::Response& res) {
+            json entries = json::array();
+            for (const ModelRegistry::Listed& l : require_registry().list()) {
+                if (l.info) entries.push_back(ollama_model_entry(listed_facts(l), running));
+                else if (!running)
+                    entries.push_back({{"name", l.name}, {"model", l.name}, {"modified_at", iso_time_now()}, {"size", l.size},
+                                       {"digest", ""}, {"details", json::object()}});
+            }
+            send_json(res, 200, {{"models", entries}});
+        }, OLLAMA));
     http.Post("/api/show", guarded([this](const httplib::Request& req, httplib::Response& res) {
-        parse_body(req.body);  // any model name: the server has one
-        send_json(res, 200, ollama_show(facts()));
+        send_json(res, 200, ollama_show(facts(lease(parse_body(req.body)))));
     }, OLLAMA));
+    http.Post("/api/pull", guarded([this](const httplib::Request& req, httplib::Response& res) { pull(req, res); }, OLLAMA));
     for (const bool generate : {false, true})
         http.Post(generate ? "/api/generate" : "/api/chat", guarded([this, generate](const httplib::Request& req, httplib::Response& res) {
             const json body = parse_body(req.body);
+            const Lease model = lease(body);
             if (generate && (!present(body, "prompt") || body["prompt"] == "")) {  // ollama's way to load a model
-                send_json(res, 200, {{"model", body.value("model", model_name())}, {"created_at", iso_time_now()}, {"response", ""},
+                send_json(res, 200, {{"model", model->name()}, {"created_at", iso_time_now()}, {"response", ""},
                                      {"done", true}, {"done_reason", "load"}});
                 return;
             }
-            auto job = prepare(req, [&](llm::Session& s) { return parse_ollama_request(body, s, render_chat, model_name(), generate); });
-            if (job) run_job(req, res, job, ollama_format(*job, generate));
+            auto job = prepare(req, model, [&](const ModelRegistry::Lease& m) {
+                return parse_ollama_request(body, m.session(), m.render_chat(), m.name(), generate);
+            });
+            if (job) run_job(req, res, model, job, ollama_format(*job, generate));
         }, OLLAMA));
     http.Post("/api/embed", guarded([this](const httplib::Request& req, httplib::Response& res) { embed(req, res, true); }, OLLAMA));
 
     http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-        const tok::Tokenizer& tokenizer = require_session().tokenizer();
         const json body = parse_body(req.body);
+        const Lease model = lease(body);
+        const tok::Tokenizer& tokenizer = model->session().tokenizer();
         if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "[server] 'content' must be a string", "content");
-        check_prompt_bytes(body["content"].get_ref<const std::string&>().size(), require_session(), "content");
+        check_prompt_bytes(body["content"].get_ref<const std::string&>().size(), model->session(), "content");
         const bool add_special = body.value("add_special", false), with_pieces = body.value("with_pieces", false);
         json tokens = json::array();
         for (int32_t id : tokenizer.encode(body["content"].get<std::string>(), add_special, true)) {
@@ -407,8 +497,9 @@ void Server::Impl::routes() {
         send_json(res, 200, {{"tokens", tokens}});
     }));
     http.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-        const tok::Tokenizer& tokenizer = require_session().tokenizer();
         const json body = parse_body(req.body);
+        const Lease model = lease(body);
+        const tok::Tokenizer& tokenizer = model->session().tokenizer();
         if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "[server] 'tokens' must be a list of token ids", "tokens");
         if (body["tokens"].size() > size_t(1 << 20)) throw ApiError(400, "[server] 'tokens' may hold at most 1048576 ids", "tokens");
         std::vector<int32_t> ids;
@@ -435,8 +526,9 @@ void Server::Impl::routes() {
                m.prefill_ms > 0 ? (m.prompt_tokens - m.cached_tokens) * 1000.0 / m.prefill_ms : 0.0);
         metric("tinyllm_generated_tokens_per_second", "gauge", "Average decode throughput.",
                m.decode_ms > 0 ? m.generated_tokens * 1000.0 / m.decode_ms : 0.0);
-        metric("tinyllm_queue_depth", "gauge", "Requests waiting for the model.", queue.waiting());
-        metric("tinyllm_requests_processing", "gauge", "Requests on the model now.", queue.busy() ? 1 : 0);
+        ModelRegistry* r = registry.load();
+        metric("tinyllm_queue_depth", "gauge", "Requests waiting for a model.", r ? r->waiting() : 0);
+        metric("tinyllm_requests_processing", "gauge", "Requests on a model now.", r ? r->running() : 0);
         res.set_content(out, "text/plain; version=0.0.4");
     });
 }
@@ -449,11 +541,21 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(o
     impl_->routes();
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+    stop();
+    impl_->registry.store(nullptr);
+}
 
 void Server::attach(llm::Session& session, ChatRenderer render_chat) {
-    impl_->render_chat = std::move(render_chat);
-    impl_->session.store(&session);
+    const std::string name = impl_->options.model_name.empty() ? session.info().name : impl_->options.model_name;
+    impl_->registry_owner = std::make_unique<ModelRegistry>(session, std::move(render_chat), name, impl_->options.queue_size);
+    impl_->registry.store(impl_->registry_owner.get());
+}
+
+void Server::serve_models(const ModelsOptions& options) {
+    impl_->hub = options.hub;
+    impl_->registry_owner = std::make_unique<ModelRegistry>(options, impl_->options.queue_size);
+    impl_->registry.store(impl_->registry_owner.get());
 }
 
 int Server::bind() {

@@ -2,6 +2,7 @@
 // tests run it in-process on an ephemeral port) and the interactive terminal chat.
 #pragma once
 
+#include "hub/hub.h"
 #include "llm/session.h"
 
 #include <nlohmann/json.hpp>
@@ -28,8 +29,8 @@ struct ServerOptions {
     std::string api_key;         // "": no authentication
     std::string cors_origin;     // "": no CORS headers, cross-origin requests refused; "*" or an origin
     std::vector<std::string> allowed_hosts;  // Host names accepted besides loopback ones (--allow-host)
-    int queue_size = 64;         // requests that may wait behind the running one; more get 503
-    std::string model_name;      // "": the session's model name
+    int queue_size = 64;         // requests that may wait behind a model's running one; more get 503
+    std::string model_name;      // "": the session's model name (one attached session)
     bool log_requests = true;    // one line per request on stderr
     size_t max_body = 32 << 20;  // request body bytes, however framed; more get 413
     int max_connections = 512;   // open connections; the longest-idle one makes room, else 503
@@ -43,6 +44,19 @@ struct ServerOptions {
     int keep_alive_ms = 15000;   // a stream silent this long while the prompt is prefilled gets an SSE comment
 };
 
+// Several models in one server (tinyllm serve without --model): the request's `model` picks one.
+struct ModelsOptions {
+    std::string models_dir;       // every *.gguf in it, named by its file name without .gguf
+    std::string builtin_path;     // a model always listed (named by its file stem), "" for none
+    bool hub_cache = true;        // also every model in the Hub cache, as OWNER/REPO:QUANT
+    bool allow_pull = false;      // unknown OWNER/REPO[:QUANT] names are pulled from the Hub on first use
+    int models_max = 2;           // resident at most; the least recently used idle one is unloaded first
+    int idle_unload_s = 0;        // unload a model unused this long (0: never)
+    llm::SessionOptions session;  // context, device, threads of every model (model_path is set per model)
+    std::string chat_template;    // Jinja source replacing every model's own template ("": each model's)
+    hub::Settings hub = hub::Settings::from_env();
+};
+
 class Server {
 public:
     explicit Server(ServerOptions options);
@@ -52,6 +66,8 @@ public:
 
     // Until a session is attached the server answers /health with 503 (loading) and model routes too.
     void attach(llm::Session& session, ChatRenderer render_chat);
+    // Serves the models `options` lists instead of one attached session (see model_registry.h).
+    void serve_models(const ModelsOptions& options);
 
     int bind();    // binds host:port, returns the port; throws std::runtime_error when it cannot
     void run();    // serves until stop() (call bind() first)

@@ -188,7 +188,7 @@ EmbedJob parse_embeddings_request(const json& body, const llm::Session& session,
 std::vector<std::vector<float>> run_embeddings(llm::Session& session, const EmbedJob& job, llm::Pooling pooling);
 json embeddings_response(const EmbedJob& job, const std::vector<std::vector<float>>& vectors, double ms);
 
-// Requests wait in arrival order for the one model instance; at most `max_waiting` may wait.
+// Requests wait in arrival order for one model instance; at most `max_waiting` may wait.
 class RequestQueue {
 public:
     explicit RequestQueue(int max_waiting) : max_waiting_(max_waiting) {}

@@ -57,7 +57,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     so.model_path = builtin_model_path();
     int n_prompt = 128, n_gen = 64, n_threads = 0, repeats = 5;
     std::string kv = "f16";
-    args.value("-m", "--model", so.model_path);
+    if (args.value("-m", "--model", so.model_path)) so.model_path = resolve_model(so.model_path);
     args.number("-p", n_prompt);
     args.number("-n", n_gen);
     args.number("-t", n_threads);

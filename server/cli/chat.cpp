@@ -15,7 +15,7 @@ namespace {
 constexpr const char* USAGE = R"(usage: tinyllm chat [--model M] [--system TEXT] [--temp T] [--seed S] [-n N] [--max-context N]
   Type a message and press Enter. /reset clears the conversation, /system TEXT sets the system
   prompt, /exit (or Ctrl-D) quits, Ctrl-C stops the answer being written.
-  --model M        GGUF model (default: the built-in stories260K)
+  --model M        GGUF model or Hub name OWNER/REPO[:QUANT] (default: the built-in stories260K)
   --temp T         sampling temperature (default 0.8; 0 = greedy)
   --seed S         sampling seed
   -n N             most tokens per answer (default 1024)
@@ -42,6 +42,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
     options.sampling.seed = std::random_device{}();
     std::string v;
     if (!args.value("--model", "-m", session_options.model_path)) session_options.model_path = builtin_model_path();
+    else session_options.model_path = resolve_model(session_options.model_path);
     args.value("--system", options.system_prompt);
     try {
         if (args.value("--temp", v)) options.sampling.temperature = std::stof(v);

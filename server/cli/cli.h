@@ -14,6 +14,9 @@ using Command = int (*)(const std::vector<std::string>& args);
 
 // The built-in model (stories260K), the default of every subcommand.
 std::string builtin_model_path();
+// The file a -m value means: a path as given, or a Hub name (OWNER/REPO[:QUANT]) from the cache,
+// pulled first when it is not there yet (hub.cpp).
+std::string resolve_model(const std::string& spec);
 
 // Minimal argument reader shared by the commands: flags, flag values and positionals in order.
 class Args {
@@ -57,5 +60,8 @@ int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 int cmd_chat(const std::vector<std::string>& args);
 int cmd_template(const std::vector<std::string>& args);
+int cmd_pull(const std::vector<std::string>& args);
+int cmd_list(const std::vector<std::string>& args);
+int cmd_rm(const std::vector<std::string>& args);
 
 }  // namespace cli

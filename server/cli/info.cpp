@@ -200,7 +200,7 @@ int cmd_info(const std::vector<std::string>& argv) {
     bool as_json = args.flag("--json");
     auto pos = args.positionals();
     if (pos.size() > 1) args.usage_error("expects at most one model file");
-    auto f = gguf::File::open(pos.empty() ? builtin_model_path() : pos[0]);
+    auto f = gguf::File::open(pos.empty() ? builtin_model_path() : resolve_model(pos[0]));
     json d = describe(*f);
     // Names and strings come from the file: invalid UTF-8 is replaced, not an error.
     if (as_json) std::printf("%s\n", d.dump(2, ' ', false, json::error_handler_t::replace).c_str());

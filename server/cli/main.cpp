@@ -27,13 +27,16 @@ const Entry COMMANDS[] = {
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web chat at /"},
     {"chat", cmd_chat, "chat in the terminal"},
     {"template", cmd_template, "render a chat template for a context (prints the prompt exactly)"},
+    {"pull", cmd_pull, "download a model from the Hugging Face Hub (OWNER/REPO[:QUANT])"},
+    {"list", cmd_list, "list the models in the Hugging Face Hub cache"},
+    {"rm", cmd_rm, "remove a model from the Hugging Face Hub cache"},
 };
 
 void print_help() {
     std::printf("tinyllm — a local LLM inference server\n\nusage: tinyllm <command> [options]\n\ncommands:\n");
     for (const Entry& e : COMMANDS) std::printf("  %-10s %s\n", e.name, e.summary);
     std::printf("\nRun `tinyllm <command> --help` for a command's options.\n"
-                "The default model of every command is the built-in stories260K.\n");
+                "The default model of every command is the built-in stories260K; -m also takes OWNER/REPO[:QUANT].\n");
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ const char* USAGE =
     "usage: tinyllm run [-m MODEL] [-p PROMPT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                   [--min-p P] [--seed S] [--json] [--top-logits K] [--force 5,17,9] [--kv f16|f32]\n"
     "                   [--ctx N] [--device NAME] [--grammar FILE | --json-schema FILE]\n"
-    "  -m, --model M     GGUF model (default: the built-in stories260K)\n"
+    "  -m, --model M     GGUF model or Hub name OWNER/REPO[:QUANT] (default: the built-in stories260K)\n"
     "  -p, --prompt P    prompt text; BOS is added as the model's add_bos_token says\n"
     "  --ids 1,2,3       prompt token ids instead of text (nothing is added)\n"
     "  -n N              tokens to generate (default 64)\n"
@@ -64,7 +64,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     std::string prompt, ids_text, force_text, kv = "f16";
     bool have_prompt = args.value("-p", "--prompt", prompt);
     bool have_ids = args.value("--ids", ids_text);
-    args.value("-m", "--model", so.model_path);
+    if (args.value("-m", "--model", so.model_path)) so.model_path = resolve_model(so.model_path);
     args.value("--kv", kv);
     args.value("--force", force_text);
     args.number("--ctx", so.n_ctx);

@@ -1,8 +1,10 @@
-// tinyllm serve: the OpenAI-compatible HTTP server (and the web UI at /) on one model.
+// tinyllm serve: the OpenAI-compatible HTTP server (and the web UI at /) on one model, or on every
+// model of a folder and the Hub cache, picked by each request's `model`.
 #include "server/cli/cli.h"
 #include "server/server.h"
 
 #include <csignal>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <cstdio>
@@ -17,7 +19,13 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
                      [--cors ORIGIN] [--allow-host H] [--max-context N] [--queue N] [--max-body BYTES]
                      [--shutdown-timeout S] [--device CPU] [--threads N]
                      [--chat-template FILE] [--pooling mean|cls|last]
-  --model M        GGUF model (default: the built-in stories260K)
+                     [--models-dir DIR] [--models-max N] [--idle-unload SECONDS] [--allow-pull]
+  --model M        one GGUF model, or a Hub name OWNER/REPO[:QUANT] (pulled on first use)
+                   (default: the built-in stories260K, plus every model of the Hub cache when it has some)
+  --models-dir DIR serve every *.gguf in DIR (and the Hub cache's models), by file name
+  --models-max N   models resident at once (default 2); the least recently used idle one unloads
+  --idle-unload S  unload a model unused for S seconds (default: never)
+  --allow-pull     requests may name Hub models not in the cache yet (OWNER/REPO[:QUANT]): pulled
   --host, --port   where to listen (--port 0: any free port; the URL is printed when ready)
   --api-key K      require 'Authorization: Bearer K' or 'x-api-key: K' (not for / and /health)
   --api-key-file F the key from the first line of F (or set TINYLLM_API_KEY): not visible in ps
@@ -25,7 +33,7 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
                    cross-origin requests are refused
   --allow-host H   accept 'Host: H' too (bound to loopback, only loopback Host names are accepted)
   --max-context N  context length in tokens (default: the model's, capped at 4096)
-  --queue N        requests that may wait for the model (default 64); more get 503
+  --queue N        requests that may wait for each model (default 64); more get 503
   --max-body BYTES largest request body (default 33554432); more get 413
   --shutdown-timeout S  SIGTERM/SIGINT: seconds running requests get to end (default 10)
   --chat-template FILE  use this Jinja chat template instead of the model's (llama-server's --chat-template-file)
@@ -55,7 +63,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
     }
     llm::SessionOptions session_options;
     server::ServerOptions options;
-    if (!args.value("--model", "-m", session_options.model_path)) session_options.model_path = builtin_model_path();
+    const bool one_model = args.value("--model", "-m", session_options.model_path);
+    server::ModelsOptions models;
+    args.value("--models-dir", models.models_dir);
+    models.models_max = parse_int(args, "--models-max", 2);
+    models.idle_unload_s = parse_int(args, "--idle-unload", 0);
+    models.allow_pull = args.flag("--allow-pull");
     args.value("--host", options.host);
     options.port = parse_int(args, "--port", 8080);
     std::string api_key, api_key_file, host;
@@ -86,14 +99,34 @@ int cmd_serve(const std::vector<std::string>& argv) {
         else args.usage_error("--pooling must be mean, cls or last, not '" + pooling + "'");
     }
     if (!args.positionals().empty()) args.usage_error("takes no positional arguments");
+    if (models.models_max < 1) args.usage_error("--models-max needs at least 1");
+    if (one_model && !models.models_dir.empty()) args.usage_error("give --model or --models-dir, not both");
+    if (!models.models_dir.empty() && !std::filesystem::is_directory(models.models_dir))
+        throw std::runtime_error("[serve] --models-dir " + models.models_dir + " is not a folder");
+    // Several models when asked for, or when the Hub cache has some; otherwise the one built-in model.
+    const bool several = !one_model && (!models.models_dir.empty() || models.allow_pull || !hub::list_cached(models.hub).empty());
+    if (!one_model) session_options.model_path = builtin_model_path();
 
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
     server::Server server(options);
     server::shut_down_on_signal(server);
     const int port = server.bind();  // listen first: /health says 503 while the model loads
     std::thread loop([&] { server.run(); });
+    if (several) {
+        if (models.models_dir.empty()) models.builtin_path = builtin_model_path();
+        models.session = session_options;
+        models.chat_template = chat_template;
+        server.serve_models(models);
+        std::printf("tinyllm serving several models (GET /v1/models lists them; at most %d loaded) at http://%s:%d\n",
+                    models.models_max, options.host.c_str(), port);
+        std::fflush(stdout);
+        loop.join();
+        server::await_signal_shutdown();
+        return 0;
+    }
     std::unique_ptr<llm::Session> session;
     try {
+        session_options.model_path = resolve_model(session_options.model_path);
         session = llm::open_session(session_options);
         server.attach(*session, server::model_chat_renderer(*session, chat_template));
     } catch (...) {

@@ -146,7 +146,7 @@ int cmd_template(const std::vector<std::string>& argv) {
         throw std::runtime_error("tinyllm template: " + context_path + " is not a JSON object");
 
     std::string name = template_path, source;
-    if (has_model) source = model_template(model, context, name);
+    if (has_model) source = model_template(resolve_model(model), context, name);
     else source = read_all(template_path);
 
     llm::ChatTemplate tmpl(source, name);

@@ -58,7 +58,7 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
         return 0;
     }
     std::string model = builtin_model_path(), file;
-    args.value("--model", "-m", model);
+    if (args.value("--model", "-m", model)) model = resolve_model(model);
     const bool has_file = args.value("--file", file);
     const bool add_special = args.flag("--add-special");
     const bool parse_special = !args.flag("--no-parse-special");

@@ -3,7 +3,7 @@
 // errors are shown. Saves a screenshot under the build directory.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -133,4 +133,33 @@ test("markdown rendering: the supported subset, and nothing executable", { skip,
   assert.doesNotMatch(html, /<script|<b /);
   assert.match(html, /&lt;script&gt;window.pwned=1&lt;\/script&gt;/);
   await page.close();
+});
+
+test("several models: the picker lists /v1/models, and a chat goes to the picked model", { skip, timeout: 90000 }, async () => {
+  // `tinyllm serve --models-dir` over two names for the built-in model, with an empty Hub cache.
+  const dir = mkdtempSync(join(tmpdir(), "tinyllm-models-"));
+  const builtin = join(process.cwd(), "..", "..", "models", "stories260K.gguf");
+  symlinkSync(builtin, join(dir, "alpha.gguf"));
+  symlinkSync(builtin, join(dir, "beta.gguf"));
+  process.env.HF_HUB_CACHE = join(dir, "hub-cache");
+  const multi = startServer(process.env.TINYLLM_BIN, ["serve", "--port", "0", "--models-dir", dir, "--models-max", "1", "--max-context", "256"]);
+  try {
+    const url = await multi.url;
+    const page = await context.newPage();
+    await page.goto(url);
+    await page.waitForSelector("#model-picker", { state: "visible" });
+    assert.deepEqual(await page.locator("#model-picker option").allTextContents(), ["alpha (unloaded)", "beta (unloaded)"]);
+    await page.selectOption("#model-picker", "beta");
+    await page.fill("#input", "Once upon a time");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => (document.querySelector(".msg.assistant .content")?.textContent || "").length > 0);
+    await page.waitForSelector("#send", { state: "visible", timeout: 60000 });
+    const states = Object.fromEntries((await (await fetch(url + "/v1/models")).json()).data.map((m) => [m.id, m.state]));
+    assert.deepEqual(states, { alpha: "unloaded", beta: "loaded" });
+    await page.close();
+  } finally {
+    multi.stop();
+    delete process.env.HF_HUB_CACHE;
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
