@@ -67,12 +67,7 @@ public:
         decode_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
             return std::vector<Tensor>{model_->forward(in[0], start_pos_, state_, false)};
         });
-        // A chunk's hidden states, reduced in the graph to what each pooling needs (static shapes):
-        // the first row (cls), the last row (last) and the sum of the rows (mean).
-        embed_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
-            Tensor h = model_->hidden(in[0].slice(0, 0, n_tokens_), start_pos_, state_);  // (T, D)
-            return std::vector<Tensor>{h.slice(0, 0, 1), h.slice(0, h.dim(0) - 1, 1), h.sum(0, true)};
-        });
+        kv_dtype_ = o.kv_f16 ? engine::f16 : engine::f32;
     }
 
     const ModelInfo& info() const override { return info_; }
@@ -175,7 +170,17 @@ public:
         for (int32_t id : tokens)
             if (id < 0 || id >= info_.n_vocab)
                 throw std::invalid_argument("[embed] token id " + std::to_string(id) + " is outside the vocabulary");
-        reset();  // the forward overwrites the cache rows (and restarts recurrent state at position 0)
+        if (!embed_) {
+            // Embeddings run in their own state, made on first use, so the chat's cached prefix (K/V rows
+            // and recurrent checkpoints) survives them; position 0 restarts its recurrent state.
+            embed_state_ = model_->new_state(info_.n_ctx + PREFILL_CHUNK, kv_dtype_);
+            // A chunk's hidden states, reduced in the graph to what each pooling needs (static shapes):
+            // the first row (cls), the last row (last) and the sum of the rows (mean).
+            embed_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
+                Tensor h = model_->hidden(in[0].slice(0, 0, n_tokens_), start_pos_, embed_state_);  // (T, D)
+                return std::vector<Tensor>{h.slice(0, 0, 1), h.slice(0, h.dim(0) - 1, 1), h.sum(0, true)};
+            });
+        }
         const size_t D = size_t(info_.n_embd);
         std::vector<float> pooled(D, 0.0f);
         for (size_t pos = 0; pos < tokens.size();) {
@@ -302,6 +307,8 @@ private:
     std::unique_ptr<tok::Tokenizer> tokenizer_;
     ModelInfo info_;
     State state_;
+    State embed_state_;  // embed()'s own caches, allocated by the first embedding
+    engine::DType kv_dtype_ = engine::f16;
     std::vector<int32_t> cached_;  // the tokens whose K/V the cache holds (and the live state follows), in order
     std::vector<float> live_logits_;  // the logits after cached_, when the last generate() ended there
     std::vector<Tensor> recurrent_;   // the recurrent layers' state tensors (empty for attention-only models)

@@ -103,7 +103,8 @@ public:
     virtual GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& options) = 0;
     virtual void reset() = 0;  // forget all cached state
     // The embedding of `tokens`: the final hidden states (after output_norm) pooled as `pooling` says,
-    // L2-normalized. Uses the sequence's state, so the next generate() starts without a cached prefix.
+    // L2-normalized. Runs in a state of its own (a second cache, allocated by the first call), so the
+    // next generate() still reuses its cached prefix.
     // Throws std::invalid_argument for NONE, an empty or oversized input.
     virtual std::vector<float> embed(const std::vector<int32_t>& tokens, Pooling pooling) = 0;
 };

@@ -112,18 +112,22 @@ void translate_tools(const json& body, json& chat) {
     chat["tools"] = tools;
 }
 
+// any / tool become "required" / a named function: the shared parser then constrains the reply to a
+// call whose input matches the tool's input_schema; disable_parallel_tool_use allows only one call.
 void translate_tool_choice(const json& body, json& chat) {
     if (!present(body, "tool_choice")) return;
     const json& c = body["tool_choice"];
     const std::string type = c.is_object() ? c.value("type", "") : "";
-    // TODO(#16/#17): "any" and "tool" open the call in the prompt; mapping them to tool_choice
-    // "required" / a named function would let the tool-call grammar enforce input_schema (h/frontends).
     if (type == "auto") chat["tool_choice"] = "auto";
     else if (type == "any") chat["tool_choice"] = "required";
     else if (type == "none") chat["tool_choice"] = "none";
     else if (type == "tool" && c.contains("name") && c["name"].is_string())
         chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
     else throw invalid("tool_choice", "must be {\"type\": \"auto\" | \"any\" | \"none\"} or {\"type\": \"tool\", \"name\"}");
+    if (present(c, "disable_parallel_tool_use")) {
+        if (!c["disable_parallel_tool_use"].is_boolean()) throw invalid("tool_choice.disable_parallel_tool_use", "must be true or false");
+        chat["parallel_tool_calls"] = !c["disable_parallel_tool_use"].get<bool>();
+    }
 }
 
 std::string stop_reason(const Outcome& o) {

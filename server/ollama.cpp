@@ -58,9 +58,12 @@ json to_body(const json& body, bool generate) {
     if (present(body, "model")) chat["model"] = body["model"];
     chat["stream"] = body.contains("stream") ? body["stream"] : json(true);  // ollama streams unless told not to
     translate_options(body, chat);
-    if (present(body, "format") && body["format"] != "")
-        // TODO(#16/#17): map "json" / a schema onto response_format (written on h/frontends, not yet merged).
-        throw invalid("format", "is not supported on /api/* yet; /v1/chat/completions takes response_format");
+    if (present(body, "format") && body["format"] != "") {  // "json" or a JSON schema: the shared response_format
+        const json& format = body["format"];
+        if (format == "json") chat["response_format"] = {{"type", "json_object"}};
+        else if (format.is_object()) chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "format"}, {"schema", format}}}};
+        else throw invalid("format", "must be \"json\" or a JSON Schema object");
+    }
     if (present(body, "think")) {
         const json& think = body["think"];  // true/false, or an effort (gpt-oss: low, medium, high)
         chat["chat_template_kwargs"] = think.is_boolean() ? json{{"enable_thinking", think}}
@@ -170,8 +173,14 @@ std::string iso_time_now() { return iso_time(std::chrono::system_clock::now()); 
 Job parse_ollama_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat,
                          const std::string& model_name, bool generate) {
     const json chat = to_body(body, generate);
-    Job job = chat.contains("prompt") ? parse_completion_request(chat, session, model_name)
+    Job job;
+    try {
+        job = chat.contains("prompt") ? parse_completion_request(chat, session, model_name)
                                       : parse_chat_request(chat, session, render_chat, model_name);
+    } catch (ApiError& e) {  // a bad schema is the client's `format`, not the shared body's name for it
+        if (e.param.starts_with("response_format")) e.param = "format";
+        throw;
+    }
     if (present(body, "options") && present(body["options"], "num_ctx")) {
         // The session's context is fixed when it loads; num_ctx can only narrow what this request uses.
         const int64_t n_ctx = integer(body["options"], "num_ctx", 1, INT32_MAX, 0);

@@ -79,6 +79,22 @@ json translate_tools(const json& body) {
     return tools;
 }
 
+// text.format as the shared body's response_format: {type: "json_schema", name, schema, strict} keeps
+// its fields one level down (json_schema: {…}); json_object and text as they are.
+json text_format(const json& text) {
+    if (!text.is_object()) throw invalid("text", "must be an object");
+    if (!present(text, "format")) return {{"type", "text"}};
+    const json& f = text["format"];
+    const std::string type = f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
+    if (type == "text" || type == "json_object") return {{"type", type}};
+    if (type != "json_schema")
+        throw invalid("text.format", "must be {\"type\": \"text\" | \"json_object\"} or {\"type\": \"json_schema\", \"name\", \"schema\"}");
+    if (!f.contains("schema")) throw invalid("text.format.schema", "is required for json_schema");
+    json schema = {{"name", f.value("name", "response")}, {"schema", f["schema"]}};
+    if (f.contains("strict")) schema["strict"] = f["strict"];
+    return {{"type", "json_schema"}, {"json_schema", schema}};
+}
+
 json to_chat(const json& body) {
     if (present(body, "previous_response_id"))
         throw invalid("previous_response_id", "is not supported: this server keeps no responses; send the whole conversation in 'input'");
@@ -94,11 +110,8 @@ json to_chat(const json& body) {
             chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
         else chat["tool_choice"] = c;
     }
-    if (present(body, "text") && body["text"].is_object() && body["text"].contains("format")) {
-        const std::string type = body["text"]["format"].is_object() ? body["text"]["format"].value("type", "") : "";
-        // TODO(#16/#17): map json_schema / json_object onto response_format (written on h/frontends, not yet merged).
-        if (type != "text") throw invalid("text.format", "'" + type + "' is not supported on /v1/responses yet (/v1/chat/completions takes response_format); use {\"type\": \"text\"}");
-    }
+    if (present(body, "text")) chat["response_format"] = text_format(body["text"]);
+    if (present(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = body["parallel_tool_calls"];
     json kwargs = json::object();
     if (present(body, "reasoning") && body["reasoning"].is_object() && present(body["reasoning"], "effort")) {
         const json& effort = body["reasoning"]["effort"];  // templates that take it (gpt-oss) read reasoning_effort
@@ -131,6 +144,8 @@ public:
         if (echo_["tools"].is_null()) echo_["tools"] = json::array();
         if (echo_["tool_choice"].is_null()) echo_["tool_choice"] = "auto";
         if (echo_["metadata"].is_null()) echo_["metadata"] = json::object();
+        if (present(request, "text")) echo_["text"] = {{"format", request["text"].value("format", json{{"type", "text"}})}};
+        if (present(request, "parallel_tool_calls")) echo_["parallel_tool_calls"] = request["parallel_tool_calls"];
     }
 
     json whole(const Delta& reply, const Outcome& o) override {
@@ -274,7 +289,14 @@ private:
 
 Job parse_responses_request(const json& body, const llm::Session& session, const ChatRenderer& render_chat,
                             const std::string& model_name) {
-    Job job = parse_chat_request(to_chat(body), session, render_chat, model_name);
+    Job job;
+    try {
+        job = parse_chat_request(to_chat(body), session, render_chat, model_name);
+    } catch (ApiError& e) {  // a bad schema is the client's text.format, not the shared body's name for it
+        if (e.param.starts_with("response_format")) e.param = "text.format" + e.param.substr(std::string_view("response_format").size());
+        if (e.param == "text.format.json_schema.schema") e.param = "text.format.schema";
+        throw;
+    }
     job.id = random_id("resp_");
     return job;
 }

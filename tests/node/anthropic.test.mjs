@@ -1,10 +1,17 @@
 // The official @anthropic-ai/sdk against /v1/messages: create, stream + finalMessage(), a tool round
-// trip, countTokens (billing header stripped) and typed errors. The fake checks exact text; the real
+// trip, forced tool calls (tool_choice any / tool) validated by ajv, countTokens (billing header
+// stripped) and typed errors. The fake checks exact text; the real
 // models check the shapes the SDK hands its users.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
+import Ajv2020 from "ajv/dist/2020.js";
 import { startServer, apiServers, isFake, isQwen3 } from "./server_process.mjs";
+import { STRICT_TOOLS } from "./schemas.mjs";
+
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+// Random weights write noise: only the grammar can make a forced call valid, so only they prove it.
+const NEEDS_NOISE = "needs the random-weight qwen3 (../shared): only there is a valid call the grammar's doing";
 
 const LOOKUP = {
   name: "lookup", description: "Looks something up.",
@@ -102,6 +109,32 @@ for (const target of apiServers()) {
       } else {
         assert.ok(["tool_use", "max_tokens", "end_turn"].includes(m.stop_reason));
       }
+    });
+
+    test("tool_choice any / tool: every call parses and matches its input_schema, streamed and not", { skip: !isQwen3(target) && NEEDS_NOISE }, async () => {
+      const tools = STRICT_TOOLS.map((t) => ({ name: t.name, description: "A tool.", input_schema: t.parameters }));
+      const validators = Object.fromEntries(tools.map((t) => [t.name, ajv.compile(t.input_schema)]));
+      const cases = [
+        { tool_choice: { type: "any" }, names: ["get_weather", "add"] },
+        { tool_choice: { type: "tool", name: "add" }, names: ["add"] },
+        { tool_choice: { type: "any", disable_parallel_tool_use: true }, names: ["get_weather", "add"], one: true },
+      ];
+      for (const c of cases)
+        for (const i of [1, 2, 3])
+          for (const stream of [false, true]) {
+            const params = { model: "any", max_tokens: 300, temperature: 1.0, tools, tool_choice: c.tool_choice,
+                             messages: [{ role: "user", content: `Call a tool, please (${i}).` }] };
+            const m = stream ? await client.messages.stream(params).finalMessage() : await client.messages.create(params);
+            const where = `${JSON.stringify(c.tool_choice)} #${i}${stream ? " streamed" : ""}: ${JSON.stringify(m.content)}`;
+            assert.equal(m.stop_reason, "tool_use", where);
+            const uses = m.content.filter((b) => b.type === "tool_use");
+            assert.ok(uses.length >= 1, where);
+            if (c.one) assert.equal(uses.length, 1, where);
+            for (const u of uses) {
+              assert.ok(c.names.includes(u.name), where);
+              assert.ok(validators[u.name](u.input), `${where} ${ajv.errorsText(validators[u.name].errors)}`);
+            }
+          }
     });
 
     test("counts tokens, ignoring Claude Code's per-request billing header", async () => {

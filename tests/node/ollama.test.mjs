@@ -1,9 +1,32 @@
 // The official `ollama` npm client against the ollama routes: list, show, ps, chat (whole and streamed
-// NDJSON), generate, embed, and the final object's counts and nanosecond durations.
+// NDJSON), generate, `format` (a schema or "json") validated by ajv, embed, and the final object's
+// counts and nanosecond durations.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Ollama } from "ollama";
-import { startServer, apiServers, isFake } from "./server_process.mjs";
+import Ajv2020 from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
+import { startServer, apiServers, isFake, isQwen3 } from "./server_process.mjs";
+import { API_SCHEMAS } from "./schemas.mjs";
+
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
+// Random weights write noise: only the grammar can make their output valid, so only they prove it.
+const NEEDS_NOISE = "needs the random-weight qwen3 (../shared): only there is valid output the grammar's doing";
+
+// The text of a chat or generate reply and its final object, streamed or whole.
+async function ask(client, method, params, stream) {
+  if (!stream) {
+    const r = await client[method]({ ...params, stream: false });
+    return { text: method === "chat" ? r.message.content : r.response, last: r };
+  }
+  let text = "", last = null;
+  for await (const part of await client[method]({ ...params, stream: true })) {
+    text += method === "chat" ? part.message.content : part.response;
+    last = part;
+  }
+  return { text, last };
+}
 
 function checkFinal(r) {
   assert.equal(r.done, true);
@@ -85,6 +108,30 @@ for (const target of apiServers()) {
       }
       checkFinal(last);
       if (isFake(target)) assert.equal(text, "You said: **Once upon a time**.");
+    });
+
+    test("format with a JSON schema: chat and generate replies parse and validate, streamed and not", { skip: !isQwen3(target) && NEEDS_NOISE }, async () => {
+      for (const { name, schema } of API_SCHEMAS) {
+        const validate = ajv.compile(schema);
+        for (const seed of [1, 2])
+          for (const [method, stream] of [["chat", false], ["chat", true], ["generate", seed === 1]]) {
+            const params = method === "chat" ? { messages: [{ role: "user", content: "Answer in JSON." }] } : { prompt: "Answer in JSON." };
+            const r = await ask(client, method, { model: "any", ...params, format: schema, options: { seed, temperature: 1.0, num_predict: 200 } }, stream);
+            const where = `${name} ${method} seed ${seed}${stream ? " streamed" : ""}: ${JSON.stringify(r.text)}`;
+            assert.equal(r.last.done_reason, "stop", where);
+            let value;
+            assert.doesNotThrow(() => (value = JSON.parse(r.text)), where);
+            assert.ok(validate(value), `${where} ${ajv.errorsText(validate.errors)}`);
+          }
+      }
+      const o = await ask(client, "chat", { model: "any", messages: [{ role: "user", content: "JSON" }], format: "json", options: { seed: 3, num_predict: 300 } }, true);
+      if (o.last.done_reason === "stop") assert.equal(typeof JSON.parse(o.text), "object", o.text);
+      else assert.ok(o.text.startsWith("{"), o.text);  // free strings may outrun num_predict on noise
+    });
+
+    test("a bad format is a 400 naming it", async () => {
+      await assert.rejects(client.chat({ model: "any", messages: [{ role: "user", content: "Hi" }], format: { type: "array", uniqueItems: true }, stream: false }),
+        (e) => e.status_code === 400 && /'uniqueItems'/.test(e.error));
     });
 
     test("embed", async () => {

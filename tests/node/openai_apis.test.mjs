@@ -1,11 +1,33 @@
 // The official `openai` client on the other OpenAI APIs: Responses (create, streaming, function tools,
-// a clear 400 for previous_response_id) and embeddings.create (base64 by default, float, dimensions),
+// text.format and forced tool calls validated by ajv, a clear 400 for previous_response_id) and embeddings.create (base64 by default, float, dimensions),
 // with the random qwen3's vectors checked against llama.cpp's (tests/fixtures/embeddings_llamacpp.json).
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
+import Ajv2020 from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import { startServer, apiServers, isFake, isQwen3 } from "./server_process.mjs";
+import { API_SCHEMAS, STRICT_TOOLS } from "./schemas.mjs";
+
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
+// Random weights write noise: only the grammar can make their output valid, so only they prove it.
+const NEEDS_NOISE = "needs the random-weight qwen3 (../shared): only there is valid output the grammar's doing";
+
+// A response's output text, status and function calls, streamed or whole.
+async function respond(client, params, stream) {
+  if (!stream) {
+    const r = await client.responses.create(params);
+    return { text: r.output_text, status: r.status, calls: r.output.filter((i) => i.type === "function_call"), format: r.text.format };
+  }
+  let text = "", final = null;
+  for await (const e of await client.responses.create({ ...params, stream: true })) {
+    if (e.type === "response.output_text.delta") text += e.delta;
+    if (e.type === "response.completed" || e.type === "response.incomplete") final = e.response;
+  }
+  return { text, status: final.status, calls: final.output.filter((i) => i.type === "function_call"), format: final.text.format };
+}
 
 const LOOKUP = {
   type: "function", name: "lookup", description: "Looks something up.",
@@ -22,6 +44,14 @@ for (const target of apiServers()) {
       client = new OpenAI({ baseURL: (await server.url) + "/v1", apiKey: "test-key", maxRetries: 0 });
     });
     after(() => server?.stop());
+
+    test("models.list carries the context length and capabilities", async () => {
+      const [m] = (await client.models.list()).data;
+      assert.ok(m.context_length > 0 && m.max_model_len === m.context_length, JSON.stringify(m));
+      assert.ok(m.capabilities.includes("chat") && m.capabilities.includes("completion"), JSON.stringify(m));
+      if (isQwen3(target)) assert.ok(["tools", "thinking", "embeddings"].every((c) => m.capabilities.includes(c)), JSON.stringify(m));
+      if (target.name.includes("stories260K")) assert.ok(!m.capabilities.includes("embeddings") && !m.capabilities.includes("tools"), JSON.stringify(m));
+    });
 
     test("responses.create", async () => {
       const r = await client.responses.create({ model: "any", input: "Hello", instructions: "Be kind.", max_output_tokens: 20 });
@@ -87,6 +117,56 @@ for (const target of apiServers()) {
       assert.equal(done.name, "lookup");
     });
 
+    test("text.format json_schema: every reply parses and validates, streamed and not", { skip: !isQwen3(target) && NEEDS_NOISE }, async () => {
+      for (const { name, schema } of API_SCHEMAS) {
+        const validate = ajv.compile(schema);
+        for (const i of [1, 2])
+          for (const stream of [false, true]) {
+            const params = { model: "any", input: `Answer in JSON (${i}).`, temperature: 1.0, max_output_tokens: 200,
+                             text: { format: { type: "json_schema", name, schema, strict: true } } };
+            const r = await respond(client, params, stream);
+            const where = `${name} #${i}${stream ? " streamed" : ""}: ${JSON.stringify(r.text)}`;
+            assert.equal(r.status, "completed", where);
+            assert.equal(r.format.type, "json_schema");
+            let value;
+            assert.doesNotThrow(() => (value = JSON.parse(r.text)), where);
+            assert.ok(validate(value), `${where} ${ajv.errorsText(validate.errors)}`);
+          }
+      }
+      const o = await respond(client, { model: "any", input: "JSON please", max_output_tokens: 300, text: { format: { type: "json_object" } } }, false);
+      if (o.status === "completed") assert.equal(typeof JSON.parse(o.text), "object", o.text);
+      else assert.ok(o.text.startsWith("{"), o.text);  // free strings may outrun the budget on noise
+    });
+
+    test("tool_choice required / named: calls always parse and match their parameters", { skip: !isQwen3(target) && NEEDS_NOISE }, async () => {
+      const tools = STRICT_TOOLS.map((t) => ({ type: "function", name: t.name, parameters: t.parameters, strict: true }));
+      const validators = Object.fromEntries(tools.map((t) => [t.name, ajv.compile(t.parameters)]));
+      const cases = [
+        { tool_choice: "required", names: ["get_weather", "add"] },
+        { tool_choice: { type: "function", name: "get_weather" }, names: ["get_weather"] },
+        { tool_choice: "required", parallel_tool_calls: false, names: ["get_weather", "add"], one: true },
+      ];
+      for (const c of cases)
+        for (const stream of [false, true]) {
+          const params = { model: "any", input: "Use a tool.", temperature: 1.0, tools, tool_choice: c.tool_choice, max_output_tokens: 300 };
+          if (c.parallel_tool_calls === false) params.parallel_tool_calls = false;
+          const r = await respond(client, params, stream);
+          const where = `${JSON.stringify(c.tool_choice)}${stream ? " streamed" : ""}: ${JSON.stringify(r)}`;
+          assert.equal(r.status, "completed", where);
+          assert.ok(r.calls.length >= 1, where);
+          if (c.one) assert.equal(r.calls.length, 1, where);
+          for (const call of r.calls) {
+            assert.ok(c.names.includes(call.name), where);
+            assert.ok(validators[call.name](JSON.parse(call.arguments)), where);
+          }
+        }
+    });
+
+    test("a bad text.format schema is a 400 naming the keyword", async () => {
+      await assert.rejects(client.responses.create({ model: "any", input: "Hi", text: { format: { type: "json_schema", name: "x", schema: { type: "array", uniqueItems: true } } } }),
+        (e) => e instanceof OpenAI.BadRequestError && /'uniqueItems'/.test(e.message));
+    });
+
     test("previous_response_id is a clear 400", async () => {
       await assert.rejects(client.responses.create({ model: "any", input: "Hi", previous_response_id: "resp_123" }), (e) => {
         assert.ok(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}`);
@@ -118,6 +198,19 @@ for (const target of apiServers()) {
         const theirs = fixture.cases.find((c) => c.model === "random-qwen3-f32.gguf").inputs.find((i) => i.text === "Hello world");
         assert.ok(cosine(a, theirs.embedding) >= 0.999, `cosine ${cosine(a, theirs.embedding)}`);
       }
+    });
+
+    test("an embedding between two equal chats leaves the chat's cached prompt prefix", { skip: !isQwen3(target) && "needs a real model with pooling" }, async () => {
+      const chat = () => client.chat.completions.create({ model: "any", max_tokens: 3, temperature: 0,
+        messages: [{ role: "user", content: "Tell me a short story about a lighthouse keeper and the sea." }] });
+      await chat();
+      const repeat = await chat();  // what a plain repeat reuses
+      assert.ok(repeat.timings.cache_n > 0, JSON.stringify(repeat.timings));
+      await client.embeddings.create({ model: "any", input: ["A different text, longer than the chat's prompt so that it would cover every cached row of it, if it shared them.", "And a second one."] });
+      const after = await chat();
+      assert.equal(after.timings.cache_n, repeat.timings.cache_n);
+      assert.equal(after.usage.prompt_tokens_details.cached_tokens, repeat.usage.prompt_tokens_details.cached_tokens);
+      assert.equal(after.choices[0].message.content, repeat.choices[0].message.content);
     });
   });
 }

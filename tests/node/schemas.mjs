@@ -80,3 +80,14 @@ export const GRAMMARS = [
   { name: "json-bool-array", gbnf: `root ::= "[" (bool ("," bool)*)? "]"\nbool ::= "true" | "false"`, good: ["[true,false]", "[]"], bad: "[true,]" },
   { name: "grouped-alternatives", gbnf: `root ::= (\n  "alpha"\n  | "beta"\n  | "gamma" [0-9]\n)`, good: ["gamma7"], bad: "gamma" },
 ];
+
+// The handful of schemas the other APIs (Anthropic, Responses, ollama) run through their own
+// clients: the grammar path is shared, so these check each API's mapping onto it, not the corpus.
+export const API_SCHEMAS = ["flat", "nested", "oneOf-objects", "ref-recursive-tree", "format-date", "pattern-code"]
+  .map((name) => SCHEMAS.find((s) => s.name === name));
+
+// Tools whose arguments random weights can only get right through the grammar.
+export const STRICT_TOOLS = [
+  { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 }, unit: { enum: ["C", "F"] } }, required: ["city", "unit"], additionalProperties: false } },
+  { name: "add", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 999 }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false } },
+];

@@ -3,6 +3,8 @@
 // (timings, return_progress, keep-alive comments during a slow prefill).
 #include "live_server.h"
 
+#include "llm/grammar.h"
+
 namespace {
 
 struct Event {
@@ -34,6 +36,18 @@ std::vector<Event> named_events(const std::string& body) {
         out.push_back(std::move(e));
     }
     return out;
+}
+
+// Does the grammar the request's job sampled under accept `text` as a whole reply?
+bool accepts(const LiveServer& s, const llm::GrammarSpec& spec, const std::string& text) {
+    REQUIRE(spec.grammar);
+    llm::GrammarVocab vocab(s.session.tokenizer());
+    llm::GrammarMatcher m(spec.grammar, vocab);
+    return m.accept_text(text) && m.can_end();
+}
+
+std::string hermes_call(const std::string& name, const std::string& args) {
+    return "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": " + args + "}\n</tool_call>";
 }
 
 json anthropic(const std::string& text, bool stream = false) {
@@ -109,6 +123,45 @@ TEST_CASE("anthropic: errors have Anthropic's shape") {
     CHECK(json::parse(res->body)["error"]["message"].get<std::string>().find("text only") != std::string::npos);
 }
 
+TEST_CASE("anthropic: tool_choice any / tool force a call matching input_schema; auto waits for the opener") {
+    LiveServer s;
+    s.session.reply_text = hermes_call("lookup", R"({"query":"x"})");
+    json body = anthropic("find x");
+    body["tools"] = json::parse(R"([{"name":"lookup","input_schema":{"type":"object","properties":{"query":{"type":"string","maxLength":4}},"required":["query"],"additionalProperties":false}},
+                                    {"name":"clock","input_schema":{"type":"object","properties":{},"additionalProperties":false}}])");
+    body["tool_choice"] = {{"type", "any"}};
+    json r = s.post_json("/v1/messages", body);
+    CHECK(r["stop_reason"] == "tool_use");
+    CHECK(r["content"][0]["input"] == json{{"query", "x"}});
+    const llm::GrammarSpec& any = s.session.calls().at(0).grammar;
+    CHECK_FALSE(any.lazy());
+    CHECK(accepts(s, any, hermes_call("lookup", R"({"query":"x"})")));
+    CHECK(accepts(s, any, hermes_call("clock", "{}") + "\n" + hermes_call("lookup", R"({"query":"y"})")));  // parallel by default
+    CHECK_FALSE(accepts(s, any, hermes_call("lookup", R"({"query":"too long"})")));
+    CHECK_FALSE(accepts(s, any, hermes_call("lookup", "{}")));
+    CHECK_FALSE(accepts(s, any, "No tools today."));
+
+    body["tool_choice"] = {{"type", "tool"}, {"name", "clock"}, {"disable_parallel_tool_use", true}};
+    s.post_json("/v1/messages", body);
+    const llm::GrammarSpec& named = s.session.calls().at(1).grammar;
+    CHECK(accepts(s, named, hermes_call("clock", "{}")));
+    CHECK_FALSE(accepts(s, named, hermes_call("lookup", R"({"query":"x"})")));
+    CHECK_FALSE(accepts(s, named, hermes_call("clock", "{}") + "\n" + hermes_call("clock", "{}")));
+
+    body["tool_choice"] = {{"type", "auto"}};
+    s.post_json("/v1/messages", body);
+    CHECK(s.session.calls().at(2).grammar.trigger_words == std::vector<std::string>{"<tool_call>"});
+    body["tool_choice"] = {{"type", "none"}};
+    s.post_json("/v1/messages", body);
+    CHECK(s.session.calls().at(3).grammar.grammar == nullptr);
+
+    body["tool_choice"] = {{"type", "tool"}, {"name", "missing"}};
+    CHECK(s.post_json("/v1/messages", body, 400)["error"]["message"].get<std::string>().find("tool_choice") != std::string::npos);
+    body["tool_choice"] = {{"type", "any"}, {"disable_parallel_tool_use", "yes"}};
+    s.post_json("/v1/messages", body, 400);
+    CHECK(s.session.calls().size() == 4);
+}
+
 TEST_CASE("anthropic: the billing header line leaves the prompt unchanged") {
     LiveServer s;
     json plain = anthropic("hi"), billed = anthropic("hi");
@@ -145,12 +198,68 @@ TEST_CASE("responses: stream events in order, then response.completed") {
     CHECK(completed["usage"]["output_tokens"].get<int>() > 0);
 }
 
-TEST_CASE("responses: previous_response_id and text.format json_schema are clear 400s") {
+TEST_CASE("responses: previous_response_id is a clear 400") {
     LiveServer s;
     json r = s.post_json("/v1/responses", {{"input", "hi"}, {"previous_response_id", "resp_1"}}, 400);
     CHECK(r["error"]["param"] == "previous_response_id");
-    r = s.post_json("/v1/responses", {{"input", "hi"}, {"text", {{"format", {{"type", "json_schema"}}}}}}, 400);
-    CHECK(r["error"]["param"] == "text.format");
+}
+
+TEST_CASE("responses: text.format json_schema / json_object constrain the reply; bad schemas name text.format") {
+    LiveServer s;
+    const json schema = json::parse(R"({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false})");
+    s.session.reply_text = R"({"n":3})";
+    json body = {{"input", "hi"}, {"text", {{"format", {{"type", "json_schema"}, {"name", "p"}, {"schema", schema}, {"strict", true}}}}}};
+    json r = s.post_json("/v1/responses", body);
+    CHECK(r["output"][0]["content"][0]["text"] == R"({"n":3})");
+    CHECK(r["text"]["format"]["type"] == "json_schema");  // echoed as sent
+    const llm::GrammarSpec& g = s.session.calls().at(0).grammar;
+    CHECK_FALSE(g.lazy());
+    CHECK(accepts(s, g, R"({"n":3})"));
+    CHECK_FALSE(accepts(s, g, R"({"n":"3"})"));
+    CHECK_FALSE(accepts(s, g, "hello"));
+
+    body["text"] = {{"format", {{"type", "json_object"}}}};
+    s.post_json("/v1/responses", body);
+    CHECK(accepts(s, s.session.calls().at(1).grammar, R"({"a":[1,true]})"));
+    CHECK_FALSE(accepts(s, s.session.calls().at(1).grammar, "[1]"));
+
+    body["text"] = {{"format", {{"type", "text"}}}};
+    s.post_json("/v1/responses", body);
+    CHECK(s.session.calls().at(2).grammar.grammar == nullptr);
+
+    body["text"] = {{"format", {{"type", "json_schema"}, {"name", "p"}, {"schema", {{"type", "string"}, {"contentEncoding", "base64"}}}}}};
+    r = s.post_json("/v1/responses", body, 400);
+    CHECK(r["error"]["param"] == "text.format.schema");
+    CHECK(r["error"]["message"].get<std::string>().find("'contentEncoding'") != std::string::npos);
+    body["text"] = {{"format", {{"type", "xml"}}}};
+    CHECK(s.post_json("/v1/responses", body, 400)["error"]["param"] == "text.format");
+    body["text"] = {{"format", {{"type", "json_schema"}, {"name", "p"}}}};
+    CHECK(s.post_json("/v1/responses", body, 400)["error"]["param"] == "text.format.schema");
+    CHECK(s.session.calls().size() == 3);  // refused before any generation
+}
+
+TEST_CASE("responses: tool_choice required / named force a call matching the parameters") {
+    LiveServer s;
+    s.session.reply_text = hermes_call("add", R"({"a":1})");
+    json body = {{"input", "add"}, {"tool_choice", "required"}, {"parallel_tool_calls", false},
+                 {"tools", json::parse(R"([{"type":"function","name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}},
+                                           {"type":"function","name":"noop","parameters":{"type":"object","properties":{},"additionalProperties":false}}])")}};
+    json r = s.post_json("/v1/responses", body);
+    CHECK(r["output"][0]["type"] == "function_call");
+    CHECK(r["output"][0]["name"] == "add");
+    CHECK(r["parallel_tool_calls"] == false);
+    const llm::GrammarSpec& g = s.session.calls().at(0).grammar;
+    CHECK_FALSE(g.lazy());
+    CHECK(accepts(s, g, hermes_call("add", R"({"a":1})")));
+    CHECK(accepts(s, g, hermes_call("noop", "{}")));
+    CHECK_FALSE(accepts(s, g, hermes_call("add", R"({"a":1})") + "\n" + hermes_call("noop", "{}")));  // one call only
+    CHECK_FALSE(accepts(s, g, hermes_call("add", R"({"a":"x"})")));
+    CHECK_FALSE(accepts(s, g, "I will not call a tool."));
+
+    body["tool_choice"] = {{"type", "function"}, {"name", "noop"}};
+    s.post_json("/v1/responses", body);
+    CHECK(accepts(s, s.session.calls().at(1).grammar, hermes_call("noop", "{}")));
+    CHECK_FALSE(accepts(s, s.session.calls().at(1).grammar, hermes_call("add", R"({"a":1})")));
 }
 
 TEST_CASE("ollama: /api/chat streams NDJSON by default and ends with counts and durations") {
@@ -191,8 +300,34 @@ TEST_CASE("ollama: errors are {\"error\": message}; generate without a prompt on
     r = s.post_json("/api/generate", {{"model", "m"}}, 200);
     CHECK(r["done_reason"] == "load");
     CHECK(s.session.calls().empty());
-    r = s.post_json("/api/chat", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"format", "json"}, {"stream", false}}, 400);
-    CHECK(r["error"].get<std::string>().find("structured output") != std::string::npos);
+}
+
+TEST_CASE("ollama: format \"json\" or a schema constrains chat and generate; tools follow auto") {
+    LiveServer s;
+    s.session.reply_text = R"({"ok":true})";
+    const json messages = {{{"role", "user"}, {"content", "x"}}};
+    json r = s.post_json("/api/chat", {{"messages", messages}, {"format", "json"}, {"stream", false}});
+    CHECK(r["message"]["content"] == R"({"ok":true})");
+    CHECK(accepts(s, s.session.calls().at(0).grammar, R"({"ok":true})"));
+    CHECK_FALSE(accepts(s, s.session.calls().at(0).grammar, "ok"));
+
+    const json schema = json::parse(R"({"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false})");
+    s.post_json("/api/generate", {{"prompt", "x"}, {"format", schema}, {"stream", false}});
+    s.post_json("/api/generate", {{"prompt", "x"}, {"raw", true}, {"format", schema}, {"stream", false}});
+    for (int i : {1, 2}) {
+        CHECK(accepts(s, s.session.calls().at(i).grammar, R"({"ok":false})"));
+        CHECK_FALSE(accepts(s, s.session.calls().at(i).grammar, R"({"ok":1})"));
+    }
+
+    s.post_json("/api/chat", {{"messages", messages}, {"stream", false},
+                              {"tools", json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])")}});
+    CHECK(s.session.calls().at(3).grammar.trigger_words == std::vector<std::string>{"<tool_call>"});  // lazy: auto
+
+    r = s.post_json("/api/chat", {{"messages", messages}, {"format", 42}, {"stream", false}}, 400);
+    CHECK(r["error"].get<std::string>().find("'format'") != std::string::npos);
+    r = s.post_json("/api/chat", {{"messages", messages}, {"format", {{"type", "object"}, {"patternProperties", json::object()}}}, {"stream", false}}, 400);
+    CHECK(r["error"].get<std::string>().find("'patternProperties'") != std::string::npos);
+    CHECK(s.session.calls().size() == 4);
 }
 
 TEST_CASE("embeddings: float and base64 agree, dimensions renormalize, usage counts tokens") {
