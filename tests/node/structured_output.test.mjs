@@ -101,8 +101,8 @@ describe("structured output → tinyllm serve (random-qwen2)", { skip: !have }, 
   });
 
   const TOOLS = [
-    { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 }, unit: { enum: ["C", "F"] } }, required: ["city", "unit"], additionalProperties: false } } },
-    { type: "function", function: { name: "add", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 999 }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false } } },
+    { type: "function", function: { name: "get_weather", description: "Weather in a city", parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 }, unit: { enum: ["C", "F"] } }, required: ["city", "unit"], additionalProperties: false } } },
+    { type: "function", function: { name: "add", description: "Adds two numbers", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 999 }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false } } },
   ];
   const toolValidators = Object.fromEntries(TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
 

@@ -69,9 +69,9 @@ Routed route(const tok::Tokenizer& tokenizer, const std::string& text, llm::Rout
 }
 
 const json TOOLS = json::parse(R"([
-  {"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+  {"type":"function","function":{"name":"get_weather","description":"Weather in a city","parameters":{"type":"object",
     "properties":{"city":{"type":"string","maxLength":8},"unit":{"enum":["C","F"]}},"required":["city","unit"],"additionalProperties":false}}},
-  {"type":"function","function":{"name":"add","parameters":{"type":"object",
+  {"type":"function","function":{"name":"add","description":"Adds two numbers","parameters":{"type":"object",
     "properties":{"a":{"type":"integer","minimum":0,"maximum":999},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}}}])");
 
 llm::RouterOptions tool_options(ToolSyntax syntax) {
