@@ -184,6 +184,7 @@ private:
     GrammarMatcher matcher_;
     bool active_;
     std::string seen_;  // lazy: generated text while waiting for a trigger word
+    bool past_start_ = false;  // trigger_at_start: the reply began otherwise, no trigger can come
 };
 
 }  // namespace llm

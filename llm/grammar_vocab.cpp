@@ -84,8 +84,23 @@ bool GrammarConstraint::accept(int32_t id) {
         matcher_.accept_token(id);
         return true;
     }
-    if (id < 0 || id >= vocab_.n_vocab() || !vocab_.in_trie(id)) return true;
+    if (id < 0 || id >= vocab_.n_vocab() || !vocab_.in_trie(id) || past_start_) return true;
     seen_ += vocab_.text(id);
+    if (spec_.trigger_at_start) {
+        const size_t blank = seen_.find_first_not_of(" \t\r\n");
+        if (blank == std::string::npos) return true;
+        const std::string_view rest = std::string_view(seen_).substr(blank);
+        bool maybe = false;
+        for (const std::string& word : spec_.trigger_words) {
+            if (rest.starts_with(word)) {
+                active_ = true;
+                return matcher_.accept_text(rest);
+            }
+            maybe = maybe || std::string_view(word).starts_with(rest);
+        }
+        if (!maybe) past_start_ = true, seen_.clear();
+        return true;
+    }
     size_t best = std::string::npos;
     for (const std::string& word : spec_.trigger_words) best = std::min(best, seen_.find(word));
     if (best == std::string::npos) {

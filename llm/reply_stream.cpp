@@ -80,7 +80,8 @@ std::string ReplyStream::decode_new_text(bool at_end) {
 }
 
 RoutedText ReplyStream::push(int32_t id) {
-    if (stop_.matched() || tokenizer_.is_end(id) || tokenizer_.is_control(id)) return {};
+    if (stop_.matched() || tokenizer_.is_end(id)) return {};
+    if (tokenizer_.is_control(id) && !router_.reads_marker(tokenizer_.piece(id))) return {};  // shown as nothing
     ids_.push_back(id);
     return router_.push(stop_.push(decode_new_text(false)));
 }

@@ -24,6 +24,7 @@ struct GrammarSpec {
     std::shared_ptr<const Grammar> grammar;  // null: unconstrained
     std::vector<std::string> trigger_words;  // lazy: constrain from where one of these appears in the text
     std::vector<int32_t> trigger_tokens;     // lazy: constrain from this token on
+    bool trigger_at_start = false;           // trigger words count only where they begin the reply (after blank space)
     bool lazy() const { return !trigger_words.empty() || !trigger_tokens.empty(); }
 };
 

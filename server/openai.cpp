@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <unordered_map>
@@ -235,8 +236,9 @@ json normalize_messages(const json& body, const tok::Tokenizer& tokenizer) {
     return messages;
 }
 
-// tools + tool_choice: which tools the template sees, and whether the reply must start with a call.
-json parse_tools(const json& body, bool& parse_calls, bool& required) {
+// tools + tool_choice: which tools the template sees, whether the reply must start with a call, and
+// whether tools were offered but calls forbidden ("none").
+json parse_tools(const json& body, bool& parse_calls, bool& required, bool& forbidden) {
     json tools = json::array();
     if (present(body, "tools")) {
         if (!body["tools"].is_array()) throw invalid("tools", "must be a list");
@@ -263,6 +265,7 @@ json parse_tools(const json& body, bool& parse_calls, bool& required) {
         if (choice != "none" && choice != "auto" && choice != "required") throw invalid("tool_choice", "must be none, auto or required");
         if (choice != "none" && tools.empty()) throw invalid("tool_choice", "needs 'tools'");
     }
+    forbidden = choice == "none" && !tools.empty();
     if (choice == "none") tools = json::array();
     parse_calls = !tools.empty();
     required = choice == "required";
@@ -348,12 +351,12 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     parse_common(body, session, job);
     const tok::Tokenizer& tokenizer = session.tokenizer();
 
-    bool required = false;
+    bool required = false, forbidden = false;
     json context = {{"messages", normalize_messages(body, tokenizer)}};
     size_t content_bytes = 0;
     for (const json& m : context["messages"]) content_bytes += m["content"].get_ref<const std::string&>().size();
     check_prompt_bytes(content_bytes, session, "messages");
-    json tools = parse_tools(body, job.router.parse_tool_calls, required);
+    json tools = parse_tools(body, job.router.parse_tool_calls, required, forbidden);
     if (!tools.empty()) context["tools"] = bracket_all(tools, tokenizer);  // the grammar and router take them as sent
     context["add_generation_prompt"] = true;
     context["bos_token"] = token_text(tokenizer, tokenizer.bos());
@@ -382,9 +385,16 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     const bool parallel = boolean(body, "parallel_tool_calls", true);
     if (required && job.generate.grammar.grammar)
         throw invalid("tool_choice", "cannot require a tool call together with 'response_format', 'grammar' or 'json_schema'");
+    // the syntax also routes a reply without tools (gpt-oss's channels)
+    job.router.tool_syntax = detect_tool_syntax(render_chat, tools);
+    if (forbidden) {  // "none": the opener token is never sampled, and the router reads no calls
+        for (int32_t id : tool_opener_tokens(job.router.tool_syntax, tokenizer))
+            job.generate.sampling.logit_bias[id] = -std::numeric_limits<float>::infinity();
+        if (job.router.tool_syntax == ToolSyntax::HARMONY && !job.generate.grammar.grammar) job.generate.grammar = harmony_no_call_grammar(tokenizer);
+    }
     if (!tools.empty() && !job.generate.grammar.grammar) {
         // the reply (required) or whatever follows the opener (auto) is a call in the template's syntax
-        job.generate.grammar = tool_call_grammar(tools, required, parallel, tokenizer, detect_tool_syntax(render_chat, tools));
+        job.generate.grammar = tool_call_grammar(tools, required, parallel, tokenizer, job.router.tool_syntax);
         if (required && job.router.start_in_reasoning) {  // the call comes first: close the open think block
             prompt += "\n\n</think>\n\n";
             job.router.start_in_reasoning = false;
@@ -400,6 +410,12 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     job.generate.n_top_logprobs = int(integer(body, "top_logprobs", 0, 20, 0));
     if (job.generate.n_top_logprobs > 0 && !job.logprobs) throw invalid("top_logprobs", "needs 'logprobs': true");
     return job;
+}
+
+ChatPrompt render_user_prompt(const llm::Session& session, const ChatRenderer& render_chat, const std::string& text) {
+    const json body = {{"messages", json::array({{{"role", "user"}, {"content", text}}})}};
+    Job job = parse_chat_request(body, session, render_chat, "");
+    return {.ids = std::move(job.prompt), .router = std::move(job.router)};
 }
 
 Job parse_completion_request(const json& body, const llm::Session& session, const std::string& model_name) {

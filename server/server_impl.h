@@ -74,14 +74,20 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
 Job parse_completion_request(const json& body, const llm::Session& session, const std::string& model_name);
 
 // Structured output (structured_output.cpp), for job.generate.grammar: the grammar of `grammar`,
-// `json_schema` or `response_format` (none: an unconstrained spec), and the grammar of a Hermes/Qwen
-// <tool_call> over `tools` (OpenAI tool list) in `syntax`: required from the start, else lazy from the opener;
+// `json_schema` or `response_format` (none: an unconstrained spec), and the grammar of calls to `tools`
+// (OpenAI tool list) in the model's `syntax`: required from the start, else lazy from the opener;
 // parallel: one call or several. Throw ApiError 400 naming the rule or keyword.
 llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& tokenizer);
-enum class ToolSyntax { HERMES, QWEN_XML };  // <tool_call> JSON, or Qwen3-Coder's <function=…> XML inside it
+using llm::ToolSyntax;
 ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools);  // from a probe rendering
 llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer,
                                    ToolSyntax syntax = ToolSyntax::HERMES);
+// tool_choice "none": the syntax's call-opener token (none when the vocabulary writes it as text), for
+// the sampler to ban; for harmony, a grammar whose messages name no recipient (empty when the
+// vocabulary lacks harmony's tokens).
+std::vector<int32_t> tool_opener_tokens(ToolSyntax syntax, const tok::Tokenizer& tokenizer);
+llm::GrammarSpec harmony_no_call_grammar(const tok::Tokenizer& tokenizer);
+int32_t special_token(const std::string& text, const tok::Tokenizer& tokenizer);  // its id when one special token, else -1
 
 // What one step of a reply added: routed text and the logprob entries of the tokens behind it.
 struct Delta {

@@ -9,6 +9,11 @@
 
 namespace server {
 
+int32_t special_token(const std::string& text, const tok::Tokenizer& tokenizer) {
+    std::vector<int32_t> ids = tokenizer.encode(text, false, true);
+    return ids.size() == 1 && tokenizer.is_special(ids[0]) ? ids[0] : -1;
+}
+
 namespace {
 
 std::shared_ptr<const llm::Grammar> compile(const std::string& gbnf, const tok::Tokenizer& tokenizer, const std::string& param) {
@@ -30,10 +35,10 @@ std::string schema_gbnf(const json& schema, const std::string& param) {
     }
 }
 
-// A tag as the grammar writes it: the special token when the vocabulary has it as one, else text.
+// A marker as the grammar writes it: a reference to the special token when the vocabulary has it as
+// one, else its text.
 std::string tag(const std::string& text, const tok::Tokenizer& tokenizer) {
-    std::vector<int32_t> ids = tokenizer.encode(text, false, true);
-    if (ids.size() == 1 && tokenizer.is_special(ids[0])) return text;  // "<tool_call>": a token reference
+    if (int32_t id = special_token(text, tokenizer); id >= 0) return "<[" + std::to_string(id) + "]>";
     return llm::gbnf_literal(text);
 }
 
@@ -69,17 +74,26 @@ llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& to
 }
 
 ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools) {
-    // how the template writes a call back into the history says how the model writes one
+    // how the template writes a call back into the history says how the model writes one (the id has
+    // the 9 letters and digits Mistral's templates insist on; a tool list, when the request has none,
+    // names another function, so its definition cannot pass for the call)
+    const json probe_tools = !tools.empty() ? tools : json::array({{{"type", "function"}, {"function", {{"name", "probe_def"}, {"parameters", {{"type", "object"}}}}}}});
     json probe = {{"messages", json::array({{{"role", "user"}, {"content", "x"}},
                                             {{"role", "assistant"}, {"content", ""},
-                                             {"tool_calls", json::array({{{"id", "call_0"}, {"type", "function"},
+                                             {"tool_calls", json::array({{{"id", "call00001"}, {"type", "function"},
                                                                           {"function", {{"name", "probe_fn"}, {"arguments", {{"probe_arg", 1}}}}}}})}}})},
-                  {"tools", tools}, {"add_generation_prompt", false}};
+                  {"tools", probe_tools}, {"add_generation_prompt", false}};
+    std::string text;
     try {
-        if (render_chat(probe).find("<function=probe_fn>") != std::string::npos) return ToolSyntax::QWEN_XML;
+        text = render_chat(probe);
     } catch (const std::exception&) {
-        // a template that cannot render the probe: the default syntax
+        return ToolSyntax::HERMES;  // a template that cannot render the probe: the default syntax
     }
+    auto has = [&](std::string_view s) { return text.find(s) != std::string::npos; };
+    if (has("to=functions.probe_fn")) return ToolSyntax::HARMONY;
+    if (has("<function=probe_fn>")) return ToolSyntax::QWEN_XML;
+    if (has("[TOOL_CALLS]")) return has("[ARGS]") ? ToolSyntax::MISTRAL_ARGS : ToolSyntax::MISTRAL_JSON;
+    if (!has("<tool_call>") && has(R"({"name": "probe_fn", "parameters")")) return ToolSyntax::LLAMA3_JSON;
     return ToolSyntax::HERMES;
 }
 
@@ -100,6 +114,39 @@ std::string xml_value(const json& schema, const std::string& rule, std::vector<s
     return rule;
 }
 
+// One call of function `name` in `syntax`; `args` is the rule of its arguments (added to `schemas`).
+std::string one_call(ToolSyntax syntax, const std::string& name, const json& params, const std::string& args,
+                     std::vector<std::pair<std::string, nlohmann::ordered_json>>& schemas, const tok::Tokenizer& tokenizer) {
+    using llm::gbnf_literal;
+    const std::string quoted = json(name).dump();
+    if (syntax != ToolSyntax::QWEN_XML) schemas.push_back({args, params});
+    switch (syntax) {
+    case ToolSyntax::HERMES: return gbnf_literal("{\"name\": " + quoted + ", \"arguments\": ") + " " + args + " \"}\"";
+    case ToolSyntax::LLAMA3_JSON: return gbnf_literal("{\"name\": " + quoted + ", \"parameters\": ") + " " + args + " \"}\"";
+    case ToolSyntax::MISTRAL_JSON:
+        return gbnf_literal("{\"name\": " + quoted + ", \"arguments\": ") + " " + args + " " + gbnf_literal(", \"id\": \"") +
+               " [a-zA-Z0-9]{9} " + gbnf_literal("\"}");
+    case ToolSyntax::MISTRAL_ARGS:
+        return gbnf_literal(name) + " (" + tag("[CALL_ID]", tokenizer) + " [a-zA-Z0-9]{9})? " + tag("[ARGS]", tokenizer) + " " + args;
+    case ToolSyntax::HARMONY:  // the header as the template writes it, or as gpt-oss often does
+        return gbnf_literal(name) + " (" + tag("<|channel|>", tokenizer) + " \"commentary\" \" json\"? | \" \" " +
+               tag("<|constrain|>", tokenizer) + " \"json\")? " + tag("<|message|>", tokenizer) + " " + args + " " + tag("<|call|>", tokenizer);
+    case ToolSyntax::QWEN_XML: break;
+    }
+    // <function=NAME>\n<parameter=K>\nV\n</parameter>\n…</function>
+    const json props = params.value("properties", json::object());
+    const json req = params.value("required", json::array());
+    std::string call = gbnf_literal("<function=" + name + ">\n");
+    size_t k = 0;
+    for (const auto& [key, sub] : props.items()) {
+        std::string p = gbnf_literal("<parameter=" + key + ">\n") + " " + xml_value(sub, args + "-" + std::to_string(k++), schemas) + " " +
+                        gbnf_literal("\n</parameter>\n");
+        const bool is_req = std::find(req.begin(), req.end(), key) != req.end();
+        call += " " + (is_req ? p : "(" + p + ")?");
+    }
+    return call + " " + gbnf_literal("</function>");
+}
+
 }  // namespace
 
 llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer, ToolSyntax syntax) {
@@ -108,28 +155,36 @@ llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parall
     for (size_t i = 0; i < tools.size(); i++) {
         const json& fn = tools[i]["function"];
         json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
-        const std::string args = "args-" + std::to_string(i);
-        std::string call;
-        if (syntax == ToolSyntax::HERMES) {  // {"name": …, "arguments": {…}}
-            schemas.push_back({args, params});
-            call = llm::gbnf_literal("{\"name\": " + json(fn["name"]).dump() + ", \"arguments\": ") + " " + args + " \"}\"";
-        } else {  // <function=NAME>\n<parameter=K>\nV\n</parameter>\n…</function>
-            const json props = params.value("properties", json::object());
-            const json req = params.value("required", json::array());
-            call = llm::gbnf_literal("<function=" + fn["name"].get<std::string>() + ">\n");
-            size_t k = 0;
-            for (const auto& [key, sub] : props.items()) {
-                std::string p = llm::gbnf_literal("<parameter=" + key + ">\n") + " " + xml_value(sub, args + "-" + std::to_string(k++), schemas) +
-                                " " + llm::gbnf_literal("\n</parameter>\n");
-                const bool is_req = std::find(req.begin(), req.end(), key) != req.end();
-                call += " " + (is_req ? p : "(" + p + ")?");
-            }
-            call += " " + llm::gbnf_literal("</function>");
-        }
-        calls += (i ? " | " : "") + call;
+        calls += (i ? " | " : "") + one_call(syntax, fn["name"].get<std::string>(), params, "args-" + std::to_string(i), schemas, tokenizer);
     }
-    std::string gbnf = "root ::= call" + std::string(parallel ? " (\"\\n\" call)*" : "") + "\n";
-    gbnf += "call ::= " + tag("<tool_call>", tokenizer) + " \"\\n\" (" + calls + ") \"\\n\" " + tag("</tool_call>", tokenizer) + "\n";
+    // How the calls of one reply follow each other, and the opener a lazy grammar waits for. Llama 3.x
+    // and harmony write one call per reply (the model's turn ends with it).
+    std::string root, opener;
+    switch (syntax) {
+    case ToolSyntax::HERMES:
+    case ToolSyntax::QWEN_XML:
+        opener = "<tool_call>";
+        root = "call" + std::string(parallel ? " (\"\\n\" call)*" : "") + "\ncall ::= " + tag(opener, tokenizer) + " \"\\n\" (" + calls +
+               ") \"\\n\" " + tag("</tool_call>", tokenizer);
+        break;
+    case ToolSyntax::LLAMA3_JSON:
+        opener = "{\"name\"";  // at the start of the reply (trigger_at_start)
+        root = "call\ncall ::= " + calls;
+        break;
+    case ToolSyntax::MISTRAL_JSON:
+        opener = "[TOOL_CALLS]";
+        root = tag(opener, tokenizer) + " \"[\" call" + std::string(parallel ? " (\", \" call)*" : "") + " \"]\"\ncall ::= " + calls;
+        break;
+    case ToolSyntax::MISTRAL_ARGS:
+        opener = "[TOOL_CALLS]";
+        root = "call" + std::string(parallel ? " call*" : "") + "\ncall ::= " + tag(opener, tokenizer) + " (" + calls + ")";
+        break;
+    case ToolSyntax::HARMONY:  // after the prompt's "<|start|>assistant"; lazily from the recipient on
+        opener = "to=functions.";
+        root = (required ? "\" \" " : "") + llm::gbnf_literal(opener) + " (" + calls + ")";
+        break;
+    }
+    std::string gbnf = "root ::= " + root + "\n";
     try {
         gbnf += llm::json_schema_rules(schemas);
     } catch (const llm::GrammarError& e) {
@@ -138,10 +193,28 @@ llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parall
     llm::GrammarSpec spec;
     spec.grammar = compile(gbnf, tokenizer, "tools");
     if (!required) {  // "auto": free text until the model opens a call
-        spec.trigger_words = {"<tool_call>"};
-        std::vector<int32_t> ids = tokenizer.encode("<tool_call>", false, true);
-        if (ids.size() == 1 && tokenizer.is_special(ids[0])) spec.trigger_tokens = ids;
+        spec.trigger_words = {opener};
+        spec.trigger_at_start = syntax == ToolSyntax::LLAMA3_JSON;
+        if (int32_t id = special_token(opener, tokenizer); id >= 0) spec.trigger_tokens = {id};
+        if (int32_t id = special_token("<|python_tag|>", tokenizer); id >= 0 && syntax == ToolSyntax::LLAMA3_JSON) spec.trigger_tokens = {id};
     }
+    return spec;
+}
+
+std::vector<int32_t> tool_opener_tokens(ToolSyntax syntax, const tok::Tokenizer& tokenizer) {
+    const int32_t id = special_token(std::string(llm::tool_call_opener(syntax)), tokenizer);
+    return id >= 0 ? std::vector<int32_t>{id} : std::vector<int32_t>{};
+}
+
+llm::GrammarSpec harmony_no_call_grammar(const tok::Tokenizer& tokenizer) {
+    llm::GrammarSpec spec;
+    for (const char* t : {"<|start|>", "<|channel|>", "<|message|>", "<|end|>"})
+        if (special_token(t, tokenizer) < 0) return spec;  // markers as text: the router alone keeps calls out
+    // analysis messages, then the answer; no header names a recipient
+    spec.grammar = compile("root ::= (<|channel|> \"analysis\" <|message|> text <|end|> <|start|> \"assistant\")* "
+                           "<|channel|> (\"final\" | \"commentary\") <|message|> text\n"
+                           "text ::= !<|end|>*\n",
+                           tokenizer, "tool_choice");
     return spec;
 }
 

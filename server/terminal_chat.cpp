@@ -40,6 +40,7 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
     const tok::Tokenizer& tokenizer = session.tokenizer();
     std::string system_prompt = options.system_prompt;
     json history = json::array();
+    const ToolSyntax syntax = detect_tool_syntax(render_chat, json::array());
     std::string line;
     for (;;) {
         if (options.show_prompt) std::fputs("> ", out), std::fflush(out);
@@ -71,6 +72,7 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
         if (tokenizer.add_bos() && !bos.empty() && prompt.starts_with(bos)) prompt.erase(0, bos.size());
         size_t end = prompt.find_last_not_of(" \n\r\t");
         llm::RouterOptions router;
+        router.tool_syntax = syntax;  // gpt-oss: channels become reasoning and answer
         router.start_in_reasoning = end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>");
 
         std::string answer;

@@ -1,12 +1,16 @@
 // tinyllm run: a raw completion of a prompt (or of given token ids), streamed to stdout; --json for
-// tools and golden comparisons (prompt ids, generated ids, text, top raw logits per step).
+// tools and golden comparisons (prompt ids, generated ids, text, top raw logits per step); --chat
+// renders the prompt as a user message through the chat template (--chat-template FILE replaces it).
 #include "devices/env.h"
+#include "llm/reply_stream.h"
 #include "llm/session.h"
+#include "server/server.h"
 #include "server/cli/cli.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 namespace cli {
@@ -17,7 +21,8 @@ const char* USAGE =
     "usage: tinyllm run [-m MODEL] [-p PROMPT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "                   [--min-p P] [--seed S] [--json] [--top-logits K] [--force 5,17,9] [--kv f16|f32]\n"
     "                   [--ctx N] [--device NAME] [--grammar FILE | --json-schema FILE]\n"
-    "  -m, --model M     GGUF model or Hub name OWNER/REPO[:QUANT] (default: the built-in stories260K)\n"
+    "                   [--chat] [--chat-template FILE]\n"
+        "  -m, --model M     GGUF model or Hub name OWNER/REPO[:QUANT] (default: the built-in stories260K)\n"
     "  -p, --prompt P    prompt text; BOS is added as the model's add_bos_token says\n"
     "  --ids 1,2,3       prompt token ids instead of text (nothing is added)\n"
     "  -n N              tokens to generate (default 64)\n"
@@ -31,7 +36,10 @@ const char* USAGE =
     "  --ctx N           context size (default: the model's, at most 4096)\n"
     "  --device NAME     CPU, or AMD (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
     "  --grammar FILE    constrain the output to a GBNF grammar (llama.cpp's format)\n"
-    "  --json-schema FILE  constrain the output to JSON that a JSON Schema accepts\n";
+    "  --json-schema FILE  constrain the output to JSON that a JSON Schema accepts\n"
+    "  --chat            the prompt is a user message, rendered by the chat template as the server does;\n"
+    "                    prints the answer (reasoning and gpt-oss channel markup left out)\n"
+    "  --chat-template FILE  with --chat (implied): this Jinja chat template instead of the model's\n";
 
 std::vector<int32_t> parse_ids(Args& args, const std::string& text, const std::string& flag) {
     std::vector<int32_t> ids;
@@ -85,7 +93,10 @@ int cmd_run(const std::vector<std::string>& argv) {
     args.number("--top-logits", go.n_top_logits);
     bool json = args.flag("--json");
     go.grammar = grammar_flags(args);
+    const std::string chat_template = chat_template_flag(args);
+    const bool chat = args.flag("--chat") || !chat_template.empty();
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
+    if (chat && have_ids) args.usage_error("--chat renders text: give -p, not --ids");
     if (have_prompt && have_ids) args.usage_error("give either -p or --ids, not both");
     if (kv != "f16" && kv != "f32") args.usage_error("--kv must be f16 or f32");
     if (go.max_tokens < 0) args.usage_error("-n must be >= 0");
@@ -93,7 +104,11 @@ int cmd_run(const std::vector<std::string>& argv) {
 
     auto session = llm::open_session(so);
     const tok::Tokenizer& tk = session->tokenizer();
-    std::vector<int32_t> prompt_ids = have_ids ? parse_ids(args, ids_text, "--ids") : tk.encode(prompt, true, true);
+    std::optional<server::ChatPrompt> chat_prompt;
+    if (chat) chat_prompt = server::render_user_prompt(*session, server::model_chat_renderer(*session, chat_template), prompt);
+    std::vector<int32_t> prompt_ids = chat_prompt ? chat_prompt->ids
+                                      : have_ids  ? parse_ids(args, ids_text, "--ids")
+                                                  : tk.encode(prompt, true, true);
     if (prompt_ids.empty()) prompt_ids.push_back(tk.bos() >= 0 ? tk.bos() : 0);  // an empty prompt starts from BOS
     if (!force_text.empty()) {
         go.forced = parse_ids(args, force_text, "--force");
@@ -103,15 +118,20 @@ int cmd_run(const std::vector<std::string>& argv) {
 
     nlohmann::json top = nlohmann::json::array();
     tok::StreamDecoder stream(tk);
+    // --chat: the reply goes through the server's router (the answer only); else every token's text
+    std::optional<llm::ReplyStream> reply;
+    if (chat_prompt) reply.emplace(tk, std::vector<std::string>{}, chat_prompt->router, prompt_ids);
+    auto print = [](const std::string& text) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+    };
     go.on_token = [&](const llm::TokenStep& s) {
         if (json) {
             nlohmann::json step = nlohmann::json::array();
             for (auto [id, logit] : s.top_logits) step.push_back({id, logit});
             top.push_back(std::move(step));
         } else {
-            std::string piece = stream.push(s.id);
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
+            print(reply ? reply->push(s.id).content : stream.push(s.id));
         }
         return true;
     };
@@ -121,8 +141,7 @@ int cmd_run(const std::vector<std::string>& argv) {
         if (go.n_top_logits > 0) out["top_logits"] = top;
         std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-        std::string rest = stream.flush();
-        std::fwrite(rest.data(), 1, rest.size(), stdout);
+        print(reply ? reply->finish().content : stream.flush());
         std::printf("\n");
     }
     return 0;

@@ -48,3 +48,20 @@ TEST_CASE("run with a bad grammar or schema fails with the rule or keyword") {
     CHECK(r.status != 0);
     CHECK(r.out.find("'contentMediaType'") != std::string::npos);
 }
+
+TEST_CASE("run --chat-template: the prompt is the template's rendering, as the server renders it") {
+    // a template that writes the user's message inside fixed text: its ids must be the plain prompt's
+    std::string t = temp_file("t.jinja", "Once upon a {{ messages[0]['content'] }}");
+    Run chat = run_tinyllm("run -p 'time' -n 1 --json --chat-template " + t, false);
+    Run plain = run_tinyllm("run -p 'Once upon a time' -n 1 --json", false);
+    REQUIRE(chat.status == 0);
+    REQUIRE(plain.status == 0);
+    CHECK(nlohmann::json::parse(chat.out)["prompt_ids"] == nlohmann::json::parse(plain.out)["prompt_ids"]);
+    // --chat alone uses the model's own template (stories260K has none: its preset's fallback)
+    Run fallback = run_tinyllm("run -p 'time' -n 1 --json --chat", false);
+    REQUIRE(fallback.status == 0);
+    CHECK(nlohmann::json::parse(fallback.out)["prompt_ids"] != nlohmann::json::parse(plain.out)["prompt_ids"]);
+    Run missing = run_tinyllm("run -p x --chat-template /nonexistent.jinja");
+    CHECK(missing.status != 0);
+    CHECK(missing.out.find("[cli] --chat-template: cannot read") != std::string::npos);
+}

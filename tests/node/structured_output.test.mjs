@@ -101,8 +101,8 @@ describe("structured output → tinyllm serve (random-qwen2)", { skip: !have }, 
   });
 
   const TOOLS = [
-    { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 }, unit: { enum: ["C", "F"] } }, required: ["city", "unit"], additionalProperties: false } } },
-    { type: "function", function: { name: "add", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 999 }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false } } },
+    { type: "function", function: { name: "get_weather", description: "Weather in a city", parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 }, unit: { enum: ["C", "F"] } }, required: ["city", "unit"], additionalProperties: false } } },
+    { type: "function", function: { name: "add", description: "Adds two numbers", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 999 }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false } } },
   ];
   const toolValidators = Object.fromEntries(TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
 
@@ -145,6 +145,36 @@ describe("structured output → tinyllm serve (random-qwen2)", { skip: !have }, 
       coder.stop();
     }
   });
+
+  // Llama 3.x JSON, Mistral [TOOL_CALLS]N[ARGS]{…} and gpt-oss harmony: the syntax comes from the
+  // template, the markers are text in this vocabulary, and only the grammar makes the calls well-formed.
+  for (const [syntax, file] of [["Llama 3.x JSON", "meta-llama-Llama-3.2-3B-Instruct.jinja"],
+                                ["Mistral [ARGS]", "Mistral-Small-3.2-24B-Instruct-2506.jinja"],
+                                ["gpt-oss harmony", "openai-gpt-oss-120b.jinja"]]) {
+    test(`${syntax} (--chat-template ${file}): required / named calls parse and match; none gives no call`, async () => {
+      const template = `${process.env.TINYLLM_SHARED ?? "../../../shared"}/golden/templates/templates/${file}`;
+      const srv = startServer(process.env.TINYLLM_BIN, ["serve", "--model", MODEL, "--port", "0", "--max-context", "4096", "--chat-template", template]);
+      try {
+        const c = new OpenAI({ baseURL: `${await srv.url}/v1`, apiKey: "none", maxRetries: 0 });
+        for (const seed of SEEDS)
+          for (const stream of [false, true]) {
+            const named = seed % 2 === 0;
+            const r = await reply(c, { ...base(seed), tools: TOOLS, tool_choice: named ? { type: "function", function: { name: "add" } } : "required",
+                                       parallel_tool_calls: false, max_tokens: 300 }, stream);
+            const where = `seed ${seed}${stream ? " streamed" : ""}: ${JSON.stringify(r)}`;
+            assert.equal(r.finish, "tool_calls", where);
+            assert.equal(r.tool_calls.length, 1, where);
+            if (named) assert.equal(r.tool_calls[0].function.name, "add", where);
+            assert.ok(toolValidators[r.tool_calls[0].function.name](JSON.parse(r.tool_calls[0].function.arguments)), where);
+            assert.ok(!/<\||\[TOOL_CALLS\]|\[ARGS\]/.test(r.content), where);
+          }
+        const none = await reply(c, { ...base(1), tools: TOOLS, tool_choice: "none", max_tokens: 40 }, false);
+        assert.equal(none.tool_calls.length, 0, JSON.stringify(none));
+      } finally {
+        srv.stop();
+      }
+    });
+  }
 
   test("a grammar that cannot finish within max_tokens ends with finish_reason length", async () => {
     for (const stream of [false, true]) {
