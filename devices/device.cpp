@@ -1,5 +1,6 @@
 // The device registry and the Device defaults shared by backends.
 #include "devices/device.h"
+#include "devices/ops.h"
 
 #include "devices/amd/engine_impl.h"
 #include "devices/cpu/cpu_impl.h"
@@ -78,6 +79,26 @@ void Device::run_host(HostFn, const void*, int64_t, int64_t) {
 
 void Device::launch_hand_kernel(const std::string& kernel, std::span<const uint8_t>) {
     throw Error("[devices] " + name() + ": has no hand-written kernel '" + kernel + "'");
+}
+
+ops::Impl Device::op(ops::Kind kind, gguf::Type type) const { return cpu::host_op(kind, type); }
+bool Device::can_pack(gguf::Type, int64_t, int64_t) const { return false; }
+void Device::pack(gguf::Type, const void*, int64_t, int64_t, void*) { throw Error("[devices] " + name() + ": has no weight layout of its own"); }
+gguf::Type Device::activation_type(gguf::Type weight) const { return cpu::host_activation_type(weight); }
+
+const char* ops::name(Kind kind) {
+    switch (kind) {
+        case Kind::QUANTIZE: return "quantize";
+        case Kind::LINEAR: return "linear";
+        case Kind::LINEAR_EXPERTS: return "linear_experts";
+        case Kind::EXPERT_PLAN: return "expert_plan";
+        case Kind::ATTENTION: return "attention";
+        case Kind::TOPK: return "topk";
+        case Kind::ROWS: return "rows";
+        case Kind::CONV1D: return "causal_conv1d";
+        case Kind::DELTA_RULE: return "delta_rule";
+    }
+    return "?";
 }
 
 }  // namespace devices

@@ -2,6 +2,8 @@
 // compiled from LLVM IR text, launches, and a registry by name. DESIGN.md §4.
 #pragma once
 
+#include "gguf/types.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,6 +13,11 @@
 #include <vector>
 
 namespace devices {
+
+namespace ops {  // devices/ops.h
+enum class Kind : uint8_t;
+struct Impl;
+}  // namespace ops
 
 // Bad use or a failing backend; the message starts with "[devices] <device>: ".
 struct Error : std::runtime_error {
@@ -89,6 +96,17 @@ public:
     // argument block laid out as the kernel declares it, pointers in it being Memory handles. Queued like
     // launch(). Devices without hand kernels throw.
     virtual void launch_hand_kernel(const std::string& kernel, std::span<const uint8_t> kernarg);
+    // This device's implementation of a hot op (devices/ops.h) for weights or caches of `type` (the op's
+    // own type when it has none); an empty Impl when it has none. Looked up once per captured launch.
+    // Default: the host implementations (devices/cpu/ops.cpp), run through run_host.
+    virtual ops::Impl op(ops::Kind kind, gguf::Type type) const;
+    // The weight layout hook, called once per weight at load: whether linear() here reads `type` weights
+    // of (rows, cols) faster in the device's own layout, and the conversion into it (out: the same bytes
+    // as w, host memory of this device). ops::Linear::packed then says a weight is in that layout.
+    virtual bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const;
+    virtual void pack(gguf::Type type, const void* w, int64_t rows, int64_t cols, void* out);
+    // The format linear's activations are quantized to (ops::Quantize) for weights of `weight`.
+    virtual gguf::Type activation_type(gguf::Type weight) const;
     virtual void synchronize() = 0;
 };
 

@@ -1,11 +1,7 @@
 // Mixture-of-experts products (ggml's mul_mat_id) and ggml-ordered top-k. A plan groups the (token,
 // slot) rows by expert once per layer; each product then reads only the selected experts' weights, and
 // every expert's weight rows are streamed once for all the tokens that chose it.
-#include "engine/experts_impl.h"
-#include "engine/ref_kernels_impl.h"
-
-#include <algorithm>
-#include <numeric>
+#include "engine/op_call_impl.h"
 
 namespace engine {
 
@@ -13,57 +9,7 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
 
-int64_t weight_type_id(DType d) {
-    switch (d.code) {
-        case DType::F32: return int64_t(gguf::Type::F32);
-        case DType::F16: return int64_t(gguf::Type::F16);
-        case DType::BF16: return int64_t(gguf::Type::BF16);
-        case DType::GGUF: return int64_t(d.block);
-        default: return -1;
-    }
-}
-
-// ggml's argsort is std::sort with a descending comparator; top-k is its first k entries. For more
-// than 16 elements std::sort is not stable, so ties can only be broken like llama.cpp by the same call.
-void top_k_ggml(const CustomArgs& a, int64_t begin, int64_t end) {
-    int64_t n = a.scalar[0], k = a.scalar[1];
-    auto x = static_cast<const float*>(a.in[0]);
-    auto out = static_cast<int32_t*>(a.out);
-    thread_local std::vector<int32_t> idx;
-    idx.resize(size_t(n));
-    for (int64_t r = begin; r < end; r++) {
-        const float* row = x + r * n;
-        std::iota(idx.begin(), idx.end(), 0);
-        std::sort(idx.begin(), idx.end(), [row](int32_t i, int32_t j) { return row[i] > row[j]; });
-        std::copy(idx.begin(), idx.begin() + k, out + r * k);
-    }
-}
-
-const CustomKernel TOP_K_GGML{"top_k_ggml", top_k_ggml, 64};
-
 }  // namespace
-
-namespace experts {
-
-// ids (T, k) i32 -> plan: offsets[E + 1], then the rows t*k + slot grouped by expert (ascending within
-// an expert). Out-of-range ids are clamped, so every row belongs to exactly one expert.
-void plan(const CustomArgs& a, int64_t, int64_t) {
-    int64_t n_rows = a.scalar[0], E = a.scalar[1];
-    auto ids = static_cast<const int32_t*>(a.in[0]);
-    auto offsets = static_cast<int32_t*>(a.out);
-    int32_t* rows = offsets + E + 1;
-    std::fill(offsets, offsets + E + 1, 0);
-    auto expert = [&](int64_t r) { return std::clamp<int64_t>(ids[r], 0, E - 1); };
-    for (int64_t r = 0; r < n_rows; r++) offsets[expert(r) + 1]++;
-    for (int64_t e = 0; e < E; e++) offsets[e + 1] += offsets[e];
-    thread_local std::vector<int32_t> fill;
-    fill.assign(offsets, offsets + E);
-    for (int64_t r = 0; r < n_rows; r++) rows[fill[size_t(expert(r))]++] = int32_t(r);
-}
-
-const CustomKernel PLAN{"expert_plan", plan, 1};
-
-}  // namespace experts
 
 Tensor top_k_ggml(const Tensor& x_in, int k) {
     Tensor x = x_in.cast(f32);
@@ -72,14 +18,10 @@ Tensor top_k_ggml(const Tensor& x_in, int k) {
     Shape out_shape = x.shape();
     out_shape.back() = k;
     Dim rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
-    CustomCall call;
-    call.kernel = &TOP_K_GGML;
-    call.inputs = {x.reshape({rows, n})};
-    call.out_shape = {rows, k};
-    call.out_dtype = i32;
-    call.scalars = {n, k};
-    call.n_work = rows;
-    return custom(call).reshape(out_shape);
+    using A = devices::ops::TopK;
+    OpCall<A> call(gguf::Type::F32);
+    call.args().ggml_order = true;
+    return call.in(&A::x, x.reshape({rows, n})).dim(&A::rows, rows).dim(&A::n, n).dim(&A::k, k).out(&A::out, {rows, k}, i32).reshape(out_shape);
 }
 
 ExpertSelection select_experts(const Tensor& ids, int n_expert) {
@@ -89,22 +31,17 @@ ExpertSelection select_experts(const Tensor& ids, int n_expert) {
     s.ids = ids.cast(i32);
     s.n_expert = n_expert;
     Dim n_rows = ids.dim(0) * ids.dim(1);
-    CustomCall call;
-    call.kernel = &experts::PLAN;
-    call.inputs = {s.ids.reshape({n_rows})};
-    call.out_shape = {n_expert + 1 + n_rows};
-    call.out_dtype = i32;
-    call.scalars = {n_rows, n_expert};
-    call.n_work = 1;
-    s.plan = custom(call);
+    using A = devices::ops::ExpertPlan;
+    OpCall<A> call(gguf::Type::I32);
+    s.plan = call.in(&A::ids, s.ids.reshape({n_rows})).dim(&A::n_rows, n_rows).dim(&A::E, n_expert).out(&A::plan, {n_expert + 1 + n_rows}, i32);
     return s;
 }
 
 Tensor linear_experts(const Tensor& x_in, const Tensor& w, const ExpertSelection& sel) {
     if (!sel.plan.defined()) fail("linear_experts", "no expert selection");
     if (w.ndim() != 3) fail("linear_experts", "expert weights must be (experts, rows, cols), got " + shape_str(w.shape()));
-    const int64_t type = weight_type_id(w.dtype());
-    if (type < 0) fail("linear_experts", "unsupported weight dtype " + w.dtype().name());
+    const std::optional<gguf::Type> type = weight_type(w.dtype());
+    if (!type) fail("linear_experts", "unsupported weight dtype " + w.dtype().name());
     if (w.dtype().is_quantized() && !gguf::type_traits(w.dtype().block).dequantize)
         fail("linear_experts", "no dequantizer for " + w.dtype().name() + " yet");
     Dim T = sel.ids.dim(0), k = sel.ids.dim(1), E = w.dim(0), N = w.dim(1), K = w.dim(2);
@@ -116,16 +53,19 @@ Tensor linear_experts(const Tensor& x_in, const Tensor& w, const ExpertSelection
         fail("linear_experts", "input " + shape_str(x_in.shape()) + " is neither (tokens, cols) nor (tokens, k, cols) for ids " +
                                    shape_str(sel.ids.shape()));
     Dim n_x = per_slot ? T * k : T;
-    gguf::Type act = experts::activation_type(gguf::Type(type));
-    Tensor xa = experts::pack_activations(x_in.cast(f32).reshape({n_x, K}), act);
-    int64_t tiles = (N.value() + experts::ROW_TILE - 1) / experts::ROW_TILE;
-    CustomCall call;
-    call.kernel = &experts::MATMUL;
-    call.inputs = {xa, w, sel.plan};
-    call.out_shape = {T, k, N};
-    call.scalars = {T, k, N, K, type, int64_t(per_slot), int64_t(act), E};
-    call.n_work = tiles * E.value();  // tile-major: every thread gets a share of each selected expert
-    return custom(call);
+    // MXFP4 multiplies Q8_0 activations (ggml's pairing, its own dot product); the rest the device's format.
+    const gguf::Type act = *type == gguf::Type::MXFP4 ? gguf::Type::Q8_0 : devices::get(x_in.device()).activation_type(*type);
+    if (K.value() % gguf::type_traits(act).block_size)
+        fail("linear_experts", K.str() + " columns do not fill " + std::string(gguf::type_name(act)) + " blocks");
+    Tensor xa = quantize_activations(x_in.cast(f32).reshape({n_x, K}), act);
+    using A = devices::ops::LinearExperts;
+    OpCall<A> call(*type);
+    call.args().type = *type;
+    call.args().act = act;
+    call.args().per_slot = per_slot;
+    call.in(&A::x, xa).in(&A::w, w).in(&A::plan, sel.plan);
+    call.dim(&A::T, T).dim(&A::k, k).dim(&A::N, N).dim(&A::K, K).dim(&A::E, E);
+    return call.out(&A::out, {T, k, N}, f32);
 }
 
 }  // namespace engine

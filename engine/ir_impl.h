@@ -37,7 +37,8 @@ enum class Op : uint8_t {
     GATHER,       // srcs {x, index}; arg.i = axis
     ASSIGN,       // srcs {target view of a buffer, value}: writes value through the view
     AFTER,        // srcs {buffer, ASSIGN}: the buffer's contents once the write is done
-    CUSTOM,       // srcs = inputs; arg.obj = CustomKernel, arg.dims = out shape ++ scalars ++ {n_work}
+    CUSTOM,       // srcs = inputs; arg.obj = CustomKernel, arg.dims = out shape ++ scalars ++ {n_work}; or a
+                  // hot op (arg.i = HOT_OP, arg.obj = OpSpec, arg.dims = out shape ++ sizes; op_call_impl.h)
     // kernel IR
     RANGE,    // loop index; srcs {end}; arg.i = loop id
     PARAM,    // buffer parameter; arg.i = index; dtype = element type

@@ -1,8 +1,8 @@
 // Model helpers built from engine ops (softmax, norms, activations, RoPE, matmul) and the custom-kernel
 // dispatch for weights (linear, embedding, dequantize) and attention.
-#include "engine/ref_kernels_impl.h"
 #include "engine/amd_kernels_impl.h"
 #include "engine/ir_impl.h"
+#include "engine/op_call_impl.h"
 #include "engine/realize_impl.h"
 
 #include <cmath>
@@ -13,19 +13,11 @@
 
 namespace engine {
 
+namespace ops = devices::ops;
+
 namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
-
-int64_t gguf_id(DType d) {
-    switch (d.code) {
-        case DType::F32: return int64_t(gguf::Type::F32);
-        case DType::F16: return int64_t(gguf::Type::F16);
-        case DType::BF16: return int64_t(gguf::Type::BF16);
-        case DType::GGUF: return int64_t(d.block);
-        default: return -1;
-    }
-}
 
 // A weight repacked by pack_for_linear() (a buffer in the CPU matmul's panel layout).
 bool is_packed(const Tensor& w) {
@@ -35,12 +27,31 @@ bool is_packed(const Tensor& w) {
 
 void check_weight(const Tensor& w, const char* op) {
     if (!w.defined() || w.ndim() != 2) fail(op, "weights must be 2-d (rows, cols)");
-    if (gguf_id(w.dtype()) < 0) fail(op, "unsupported weight dtype " + w.dtype().name());
+    if (!weight_type(w.dtype())) fail(op, "unsupported weight dtype " + w.dtype().name());
     if (w.dtype().is_quantized() && !gguf::type_traits(w.dtype().block).dequantize)
         fail(op, "no dequantizer for " + w.dtype().name() + " yet");
 }
 
 }  // namespace
+
+std::optional<gguf::Type> weight_type(DType d) {
+    switch (d.code) {
+        case DType::F32: return gguf::Type::F32;
+        case DType::F16: return gguf::Type::F16;
+        case DType::BF16: return gguf::Type::BF16;
+        case DType::GGUF: return d.block;
+        default: return std::nullopt;
+    }
+}
+
+Tensor quantize_activations(const Tensor& x, gguf::Type act) {
+    if (act == gguf::Type::F32) return x;
+    using A = ops::Quantize;
+    OpCall<A> q(act);
+    q.args().act = act;
+    const Dim R = x.dim(0), K = x.dim(1);
+    return q.in(&A::x, x).dim(&A::rows, R).dim(&A::n_cols, K).out(&A::out, {R, int64_t(*gguf::row_bytes(act, K.value()))}, u8);
+}
 
 Tensor linear(const Tensor& x, const Tensor& w) {
     check_weight(w, "linear");
@@ -53,50 +64,17 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     const bool packed = is_packed(w);
     if (!packed)
         if (auto y = amd_kernels::linear(xf, w)) return y->reshape(out_shape);  // on AMD: its kernels
-    auto type = gguf::Type(gguf_id(w.dtype()));
-    CustomCall call;
-    call.out_shape = {T, N};
-    call.scalars = {T, N, K, gguf_id(w.dtype()), packed ? 1 : 0};
-    call.n_work = N;
-    if (ref_kernels::hand_kernels()) {
-        // Hand kernels multiply by activations packed in the weight type's partner format (Q8_0, Q8_K, ...).
-        gguf::Type act = ref_kernels::hand_activation_type(type);
-        Tensor xa = xf;
-        if (act != gguf::Type::F32) {
-            CustomCall q;
-            q.kernel = &ref_kernels::HAND_QUANTIZE;
-            q.inputs = {xf};
-            q.out_shape = {T, ref_kernels::hand_activation_row_bytes(type, K.value())};
-            q.out_dtype = u8;
-            q.scalars = {K, int64_t(act)};
-            q.n_work = T;
-            xa = custom(q);
-        }
-        call.kernel = &ref_kernels::HAND_MATMUL;
-        call.inputs = {xa, w};
-    } else {
-        if (packed) fail("linear", "a packed weight needs the CPU hand kernels");
-        call.kernel = &ref_kernels::LINEAR_DEQUANT;
-        call.inputs = {xf, w};
-    }
-    return custom(call).reshape(out_shape);
+    // The device multiplies by activations in the weight type's partner format (Q8_0, Q8_K, F16, ...).
+    const gguf::Type type = *weight_type(w.dtype());
+    const gguf::Type act = devices::get(x.device()).activation_type(type);
+    Tensor xa = quantize_activations(xf, act);
+    OpCall<ops::Linear> call(type);
+    call.args().type = type;
+    call.args().act = act;
+    call.args().packed = packed;
+    return call.in(&ops::Linear::x, xa).in(&ops::Linear::w, w).dim(&ops::Linear::T, T).dim(&ops::Linear::N, N).dim(&ops::Linear::K, K)
+        .out(&ops::Linear::y, {T, N}, f32).reshape(out_shape);
 }
-
-namespace {
-
-struct PackJob {
-    gguf::Type type;
-    const void* w;
-    int64_t rows, cols;
-    void* out;
-};
-
-void run_pack(const void* ctx, int64_t p0, int64_t p1) {
-    auto j = static_cast<const PackJob*>(ctx);
-    ref_kernels::hand_pack(j->type, j->w, j->rows, j->cols, j->out, p0, p1);
-}
-
-}  // namespace
 
 Tensor pack_for_linear(const std::vector<Tensor>& ws) {
     if (ws.empty()) return {};
@@ -106,20 +84,19 @@ Tensor pack_for_linear(const std::vector<Tensor>& ws) {
         check_weight(w, "pack_for_linear");
         const Node* n = w.node().get();
         if (!w.dtype().is_quantized() || !(w.dtype() == ws[0].dtype()) || n->op != Op::BUFFER || buffer_of(n).packed ||
-            buffer_of(n).device->name() != "CPU" || w.dim(1).max() != cols ||
-            !ref_kernels::hand_can_pack(w.dtype().block, w.dim(0).max(), cols))
+            buffer_of(n).device != buffer_of(ws[0].node().get()).device || w.dim(1).max() != cols ||
+            !buffer_of(n).device->can_pack(w.dtype().block, w.dim(0).max(), cols))
             return {};
         rows += w.dim(0).max();
     }
     const gguf::Type type = ws[0].dtype().block;
-    Tensor out = Tensor::empty({rows, cols}, ws[0].dtype(), "CPU");
+    Tensor out = Tensor::empty({rows, cols}, ws[0].dtype(), ws[0].device());
     Buffer& dst = buffer_of(out.node().get());
     const size_t row_bytes = *gguf::row_bytes(type, cols);
     int64_t at = 0;
-    for (const Tensor& w : ws) {  // panels of 16 rows: the stack's panels are each weight's, in order
+    for (const Tensor& w : ws) {  // the stack's rows are each weight's, in order
         const int64_t n = w.dim(0).max();
-        const PackJob job{type, buffer_of(w.node().get()).mem->host, n, cols, static_cast<uint8_t*>(dst.mem->host) + at * row_bytes};
-        dst.device->run_host(run_pack, &job, n / 16, 1);
+        dst.device->pack(type, buffer_of(w.node().get()).mem->host, n, cols, static_cast<uint8_t*>(dst.mem->host) + at * row_bytes);
         at += n;
     }
     dst.packed = true;
@@ -142,26 +119,23 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
         Tensor idx = ids.reshape({n, 1}).expand({n, table.dim(1)});
         return gather(table, 0, idx).cast(f32).reshape(out_shape);
     }
-    CustomCall call;
-    call.kernel = &ref_kernels::GET_ROWS;
-    call.inputs = {table, ids.cast(i32).reshape({n})};
-    call.out_shape = {n, table.dim(1)};
-    call.scalars = {table.dim(0), table.dim(1), gguf_id(table.dtype())};
-    call.n_work = n;
-    return custom(call).reshape(out_shape);
+    using A = ops::Rows;
+    const gguf::Type type = *weight_type(table.dtype());
+    OpCall<A> call(type);
+    call.args().type = type;
+    return call.in(&A::table, table).in(&A::ids, ids.cast(i32).reshape({n})).dim(&A::n, n).dim(&A::V, table.dim(0)).dim(&A::D, table.dim(1))
+        .out(&A::out, {n, table.dim(1)}, f32).reshape(out_shape);
 }
 
 Tensor dequantize(const Tensor& w) {
     if (!w.dtype().is_quantized()) return w.cast(f32);
     check_weight(w, "dequantize");
     if (is_packed(w)) fail("dequantize", "the weight is packed for linear() (pack_for_linear) and serves nothing else");
-    CustomCall call;
-    call.kernel = &ref_kernels::DEQUANTIZE;
-    call.inputs = {w};
-    call.out_shape = w.shape();
-    call.scalars = {w.dim(1), gguf_id(w.dtype())};
-    call.n_work = w.dim(0);
-    return custom(call);
+    using A = ops::Rows;  // every row in order
+    const gguf::Type type = *weight_type(w.dtype());
+    OpCall<A> call(type);
+    call.args().type = type;
+    return call.in(&A::table, w).dim(&A::n, w.dim(0)).dim(&A::V, w.dim(0)).dim(&A::D, w.dim(1)).out(&A::out, w.shape(), f32);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -207,14 +181,9 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int k) {
     Shape out_shape = x.shape();
     out_shape.back() = k;
     Dim rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
-    CustomCall call;
-    call.kernel = &ref_kernels::TOPK;
-    call.inputs = {x.reshape({rows, n})};
-    call.out_shape = {rows, k};
-    call.out_dtype = i32;
-    call.scalars = {n, k};
-    call.n_work = rows;
-    Tensor idx = custom(call).reshape(out_shape);
+    OpCall<ops::TopK> call(gguf::Type::F32);
+    Tensor idx = call.in(&ops::TopK::x, x.reshape({rows, n})).dim(&ops::TopK::rows, rows).dim(&ops::TopK::n, n).dim(&ops::TopK::k, k)
+                     .out(&ops::TopK::out, {rows, k}, i32).reshape(out_shape);
     return {gather(x, -1, idx), idx};
 }
 
@@ -295,16 +264,18 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
     // On AMD: its flash-decode kernels, which have no sinks or sliding window yet (those take the path below).
     if (!sinks.defined() && window == 0)
         if (auto out = amd_kernels::attention(q, k_cache, v_cache, start_pos, scale)) return *out;
-    CustomCall call;
-    call.kernel = ref_kernels::hand_kernels() ? &ref_kernels::HAND_ATTENTION : &ref_kernels::ATTENTION;
-    call.inputs = {q.cast(f32), k_cache, v_cache};
-    if (sinks.defined()) call.inputs.push_back(sinks.cast(f32));
-    call.out_shape = {T, H, Dv};
-    call.scalars = {T, H, Hkv, Dk, Dv, start_pos, int64_t(k_cache.dtype().code == DType::F16), int64_t(v_cache.dtype().code == DType::F16),
-                    k_cache.dim(0), window, int64_t(sinks.defined())};
-    call.fscalars = {scale};
-    call.n_work = T * H;
-    return custom(call);
+    if (!(k_cache.dtype() == v_cache.dtype())) fail("attention", "the caches must have one dtype");
+    using A = ops::Attention;
+    const gguf::Type kv_type = k_cache.dtype().code == DType::F16 ? gguf::Type::F16 : gguf::Type::F32;
+    OpCall<A> call(kv_type);
+    call.args().kv_type = kv_type;
+    call.args().window = window;
+    call.args().scale = float(scale);
+    call.in(&A::q, q.cast(f32)).in(&A::k, k_cache).in(&A::v, v_cache);
+    if (sinks.defined()) call.in(&A::sinks, sinks.cast(f32));
+    call.dim(&A::T, T).dim(&A::H, H).dim(&A::Hkv, Hkv).dim(&A::Dk, Dk).dim(&A::Dv, Dv).dim(&A::start_pos, start_pos).dim(&A::C, k_cache.dim(0));
+    call.dim(&A::v_pos_stride, Hkv * Dv).dim(&A::v_head_stride, Dv);
+    return call.out(&A::out, {T, H, Dv}, f32);
 }
 
 }  // namespace engine

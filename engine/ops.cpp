@@ -2,8 +2,11 @@
 // custom-kernel calls. Every function only builds nodes.
 #include "engine/ir_impl.h"
 #include "engine/realize_impl.h"
+#include "engine/op_call_impl.h"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numbers>
 
 namespace engine {
@@ -280,6 +283,39 @@ Tensor custom(const CustomCall& call) {
     a.dims.push_back(call.n_work);
     a.floats = call.fscalars;
     return make_tensor(make(Op::CUSTOM, call.out_dtype, std::move(srcs), std::move(a)), call.inputs[0].device());
+}
+
+Tensor make_op(const OpSpec& spec, const std::vector<Tensor>& inputs, const Shape& out_shape, DType out_dtype,
+               const std::vector<Dim>& dims) {
+    const char* name = devices::ops::name(spec.kind);
+    std::vector<NodeRef> srcs;
+    for (auto& t : inputs) {
+        if (!t.defined()) fail(name, "undefined input");
+        srcs.push_back(t.node());
+    }
+    // Intern by content: the node's identity is its spec's address.
+    static std::mutex mu;
+    static std::map<std::string, std::shared_ptr<const OpSpec>> specs;
+    std::string key(reinterpret_cast<const char*>(spec.fixed.data()), spec.fixed.size());
+    for (uint32_t v : {uint32_t(spec.kind), uint32_t(spec.type), spec.out}) key.append(reinterpret_cast<const char*>(&v), 4);
+    for (auto* list : {&spec.ins, &spec.dims}) {
+        key.push_back('|');
+        key.append(reinterpret_cast<const char*>(list->data()), list->size() * 4);
+    }
+    std::shared_ptr<const OpSpec> interned;
+    {
+        std::lock_guard lock(mu);
+        auto& slot = specs[key];
+        if (!slot) slot = std::make_shared<const OpSpec>(spec);
+        interned = slot;
+    }
+    Arg a;
+    a.i = HOT_OP;
+    a.obj = interned;
+    a.ints = {int64_t(out_shape.size())};
+    a.dims = out_shape;
+    a.dims.insert(a.dims.end(), dims.begin(), dims.end());
+    return make_tensor(make(Op::CUSTOM, out_dtype, std::move(srcs), std::move(a)), inputs.at(0).device());
 }
 
 }  // namespace engine

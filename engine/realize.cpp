@@ -1,5 +1,6 @@
 // realize(): schedule the graph, lower and compile each kernel (cached by its kernel-IR node), run the
 // items in order, then point the realized tensors at their buffers. Also the DEBUG reports.
+#include "engine/op_call_impl.h"
 #include "engine/realize_impl.h"
 #include "engine/rewrite_impl.h"
 
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -59,6 +61,30 @@ void run_custom_chunk(const void* ctx, int64_t b, int64_t e) {
 // Below this many loop iterations a kernel runs on the calling thread: waking the pool costs more.
 constexpr int64_t PARALLEL_MIN_WORK = 16384;
 
+// A hot op's launch: its argument struct with the buffers' addresses and the symbolic sizes filled in.
+void run_op(const ExecItem& it) {
+    const OpSpec& op = *it.op;
+    alignas(64) uint8_t args[256];
+    if (op.fixed.size() > sizeof args) throw Error(std::string("[engine] ") + devices::ops::name(op.kind) + ": argument struct too large");
+    std::memcpy(args, op.fixed.data(), op.fixed.size());
+    // Host code reads a GPU's external inputs from the host memory they were uploaded from; the CPU reads
+    // its own memory (for large weights a copy in huge pages, whose source pages were released).
+    const bool gpu = it.device->target().arch != devices::Arch::X86_64;
+    auto address = [&](const Buffer& b) -> const void* {
+        if (!it.impl.host) return reinterpret_cast<const void*>(b.mem->handle);
+        return gpu && b.host_data ? b.host_data : b.mem->host;
+    };
+    auto put = [&](uint32_t offset, const void* p) { std::memcpy(args + offset, &p, sizeof p); };
+    put(op.out, address(*it.buffers[0]));
+    for (size_t i = 0; i < op.ins.size(); i++) put(op.ins[i], address(*it.buffers[i + 1]));
+    for (size_t i = 0; i < op.dims.size(); i++) {
+        int64_t v = eval_int(it.scalars[i].get());
+        std::memcpy(args + op.dims[i], &v, sizeof v);
+    }
+    it.impl.run(*it.device, args);
+    mutable_stats().custom_run++;
+}
+
 }  // namespace
 
 void note_pending_assign(const std::shared_ptr<TensorImpl>& base) { pending_assigns().push_back(base); }
@@ -86,6 +112,10 @@ void run_item(const ExecItem& it) {
         bool parallel = global > 1 && eval_int(rk.work.get()) >= PARALLEL_MIN_WORK;
         it.device->launch(*it.kernel->program, {bufs, int(it.buffers.size()), vars, int(rk.vars.size()), global, 1, parallel});
         mutable_stats().kernels_run++;
+        return;
+    }
+    if (it.op) {
+        run_op(it);
         return;
     }
     if (it.custom->amd && it.device->target().arch == devices::Arch::AMDGCN) {
@@ -119,7 +149,7 @@ void debug_report(const char* what, const std::vector<ExecItem>& items, const st
     int n_custom = 0;
     for (size_t i = 0; i < items.size(); i++) {
         total += us[i];
-        n_custom += items[i].custom != nullptr;
+        n_custom += items[i].custom != nullptr || items[i].op != nullptr;
         if (level >= 2)
             std::fprintf(stderr, "[engine]   %-28s %-22s %9.1f us\n", items[i].name.c_str(), shape_str(items[i].out_shape).c_str(), us[i]);
     }
@@ -147,7 +177,18 @@ std::vector<ExecItem> make_items(const std::vector<const Node*>& kernels, device
             out_buffers[k] = b;
             if (g_recorder) g_recorder->created.push_back(b);
         }
-        if (k->op == Op::CUSTOM) {
+        if (k->op == Op::CUSTOM && k->arg.i == HOT_OP) {
+            it.op = static_cast<const OpSpec*>(k->arg.obj.get());
+            const char* name = devices::ops::name(it.op->kind);
+            it.impl = dev.op(it.op->kind, it.op->type);
+            if (!it.impl)
+                throw Error(std::string("[") + name + "] " + dev.name() + " has no kernel for " + std::string(gguf::type_name(it.op->type)));
+            it.name = std::string("C_") + name;
+            it.buffers.push_back(out_buffers.at(k));
+            for (auto& s : k->srcs) it.buffers.push_back(buffer_for(storage_node(s.get())));
+            size_t rank = size_t(k->arg.ints[0]);
+            for (size_t i = rank; i < k->arg.dims.size(); i++) it.scalars.push_back(k->arg.dims[i].node());
+        } else if (k->op == Op::CUSTOM) {
             it.custom = static_cast<const CustomKernel*>(k->arg.obj.get());
             it.name = "C_" + it.custom->name;
             it.buffers.push_back(out_buffers.at(k));
@@ -232,7 +273,7 @@ void realize(const std::vector<Tensor>& tensors) {
         if (!root_set.count(node)) intermediates.insert(b.get());
     std::erase_if(out_buffers, [&](auto& kv) { return !root_set.count(kv.first); });  // intermediates die with their items
     g_last_schedule.clear();
-    for (auto& it : items) g_last_schedule.push_back({it.name, it.custom != nullptr, it.has_reduce, it.out_shape});
+    for (auto& it : items) g_last_schedule.push_back({it.name, it.custom != nullptr || it.op != nullptr, it.has_reduce, it.out_shape});
     run_items(items, intermediates, started);                                // launch in order
 
     for (size_t i = 0; i < impls.size(); i++) {                              // the tensors now name their buffers

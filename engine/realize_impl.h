@@ -6,6 +6,7 @@
 #include "engine/ir_impl.h"
 
 #include "devices/device.h"
+#include "devices/ops.h"
 
 #include <functional>
 #include <memory>
@@ -55,6 +56,8 @@ struct CompiledKernel {
     NodeRef ast;  // keeps the cache key alive
 };
 
+struct OpSpec;  // op_call_impl.h
+
 // One launch: a generated kernel or a custom kernel with its buffers (param order / out then inputs).
 struct ExecItem {
     std::string name;
@@ -62,7 +65,9 @@ struct ExecItem {
     std::vector<std::shared_ptr<Buffer>> buffers;
     std::shared_ptr<const CompiledKernel> kernel;  // generated
     const CustomKernel* custom = nullptr;          // or custom
-    std::vector<NodeRef> scalars;                  // custom: Dims evaluated at launch
+    const OpSpec* op = nullptr;                    // or a hot op (op_call_impl.h)
+    devices::ops::Impl impl;                       // hot op: the device's implementation, found at make_items
+    std::vector<NodeRef> scalars;                  // custom, hot op: Dims evaluated at launch
     std::vector<double> fscalars;
     NodeRef n_work;
     Shape out_shape;                               // for DEBUG lines and KernelInfo

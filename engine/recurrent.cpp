@@ -1,185 +1,12 @@
-// Custom kernels for recurrent token mixers: the causal short convolution that carries its last inputs
-// between calls, and the gated delta rule (GatedDeltaNet, Kimi delta attention) in its chunked form, so a
-// prefill of T tokens takes T/64 sequential state updates instead of T.
-#include "engine/tensor.h"
-
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <vector>
+// The recurrent token mixers' op builders: the causal short convolution that carries its last inputs
+// between calls, and the gated delta rule (hot ops CONV1D and DELTA_RULE, devices/ops.h).
+#include "engine/op_call_impl.h"
 
 namespace engine {
 
 namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
-
-// Small vector helpers, inlined into the kernels below (which are compiled once per ISA).
-using f32x16 = float __attribute__((vector_size(64)));  // one AVX-512 register, two AVX2 ones, four SSE ones
-using f32x8 = float __attribute__((vector_size(32)));
-
-[[gnu::always_inline]] inline float dot(const float* a, const float* b, int64_t n) {
-    f32x16 acc = {};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        f32x16 x, y;
-        std::memcpy(&x, a + i, sizeof x), std::memcpy(&y, b + i, sizeof y);
-        acc += x * y;
-    }
-    // A pairwise sum: the lanes fold in four vector steps instead of a chain of 16 dependent additions.
-    f32x8 h8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
-    float s = ((h8[0] + h8[4]) + (h8[2] + h8[6])) + ((h8[1] + h8[5]) + (h8[3] + h8[7]));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-[[gnu::always_inline]] inline void axpy(float* y, float a, const float* x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-// in {x (T, C), state (K-1, C), w (C, K)}; out (T + K-1, C): rows [0, T) the convolution, rows [T, T+K-1)
-// the new state (the last K-1 inputs). scalar {T, C, K, start_pos}. Work items: channels.
-void conv1d_kernel(const CustomArgs& a, int64_t begin, int64_t end) {
-    const int64_t T = a.scalar[0], C = a.scalar[1], K = a.scalar[2];
-    const bool reset = a.scalar[3] == 0;  // a sequence restarting at position 0 forgets the old inputs
-    auto x = static_cast<const float*>(a.in[0]);
-    auto state = static_cast<const float*>(a.in[1]);
-    auto w = static_cast<const float*>(a.in[2]);
-    auto out = static_cast<float*>(a.out);
-    // Row r of concat(state, x); the state reads as zeros when the sequence restarts.
-    auto input = [&](int64_t r, int64_t c) -> float {
-        if (r >= K - 1) return x[(r - (K - 1)) * C + c];
-        return reset ? 0.0f : state[r * C + c];
-    };
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t c = begin; c < end; c++) {
-            float s = 0.0f;
-            for (int64_t j = 0; j < K; j++) s += w[c * K + j] * input(t + j, c);  // tap 0 meets the oldest input
-            out[t * C + c] = s;
-        }
-    for (int64_t r = 0; r < K - 1; r++)
-        for (int64_t c = begin; c < end; c++) out[(T + r) * C + c] = input(T + r, c);
-}
-
-constexpr int64_t CHUNK = 64;  // tokens whose interactions are solved together (llama.cpp's chunk size)
-
-// One v head over all T tokens, chunk by chunk. Within a chunk of n tokens, with Γ_t the cumulative log
-// decay since the chunk start (per key channel, or one value per head broadcast) and S0 the state before it:
-//   u_t = S0 (k_t∘e^Γt) + Σ_{s<t} δ_s Σ_i k_s[i] k_t[i] e^(Γt[i]-Γs[i])      (what S predicts for k_t)
-//   δ_t = β_t (v_t − u_t)                                                    (the delta-rule correction)
-//   o_t = S0 (q_t∘e^Γt) + Σ_{s≤t} δ_s Σ_i k_s[i] q_t[i] e^(Γt[i]-Γs[i])
-//   S   = S0 diag(e^Γn) + Σ_s δ_s (k_s∘e^(Γn−Γs))ᵀ
-// which equals the token-by-token recurrence S ← S diag(e^g_t); S ← S + β_t (v_t − S k_t) k_tᵀ; o_t = S q_t.
-// Only the δ_t are sequential (a triangular solve of n² Dv work); everything else is matrix work.
-struct DeltaArgs {
-    int64_t T, Hk, Hv, Dk, Dv, Dg;
-    bool reset, interleave;
-    float scale;
-    const float *q, *k, *v, *g, *beta, *state;
-    float *o, *state_out;
-};
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void delta_head(const DeltaArgs& a, int64_t h) {
-    const int64_t Dk = a.Dk, Dv = a.Dv, C = CHUNK;
-    const bool per_channel = a.Dg != 1;  // KDA: one decay per key channel; GatedDeltaNet: one per head
-    const int64_t Dg = per_channel ? Dk : 1;
-    const int64_t hk = a.interleave ? h / (a.Hv / a.Hk) : h % a.Hk;  // the q/k head this v head reads
-    float* S = a.state_out + h * Dv * Dk;                                 // (Dv, Dk): S[j][i], i over keys
-    if (a.reset) std::fill(S, S + Dv * Dk, 0.0f);
-    else std::memcpy(S, a.state + h * Dv * Dk, size_t(Dv * Dk) * sizeof(float));
-
-    thread_local std::vector<float> buf;
-    buf.resize(size_t(C * (3 * Dk + 2 * Dv + 2 * C) + 3 * Dk));
-    float *kk = buf.data(), *qq = kk + C * Dk, *gam = qq + C * Dk;          // (n, Dk) (n, Dk) (n, Dg)
-    float *u = gam + C * Dk, *delta = u + C * Dv, *A = delta + C * Dv, *M = A + C * C;
-    float *kd = M + C * C, *qd = kd + Dk, *tmp = qd + Dk;
-
-    for (int64_t c0 = 0; c0 < a.T; c0 += C) {
-        const int64_t n = std::min(C, a.T - c0);
-        // Gather the chunk: k and scaled q rows, cumulative log decays.
-        for (int64_t t = 0; t < n; t++) {
-            const int64_t tok = c0 + t;
-            std::memcpy(kk + t * Dk, a.k + (tok * a.Hk + hk) * Dk, size_t(Dk) * sizeof(float));
-            const float* qr = a.q + (tok * a.Hk + hk) * Dk;
-            for (int64_t i = 0; i < Dk; i++) qq[t * Dk + i] = qr[i] * a.scale;
-            const float* gr = a.g + (tok * a.Hv + h) * Dg;
-            for (int64_t i = 0; i < Dg; i++) gam[t * Dg + i] = (t ? gam[(t - 1) * Dg + i] : 0.0f) + gr[i];
-        }
-        // Pairwise key·key and key·query products, decayed from s to t (s ≤ t: decays are ≤ 1).
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t s = 0; s <= t; s++) {
-                float ak = 0.0f, aq = 0.0f;
-                if (!per_channel) {
-                    float d = std::exp(gam[t] - gam[s]);
-                    ak = d * dot(kk + t * Dk, kk + s * Dk, Dk);
-                    aq = d * dot(qq + t * Dk, kk + s * Dk, Dk);
-                } else {
-                    for (int64_t i = 0; i < Dk; i++) tmp[i] = kk[s * Dk + i] * std::exp(gam[t * Dk + i] - gam[s * Dk + i]);
-                    ak = dot(tmp, kk + t * Dk, Dk);
-                    aq = dot(tmp, qq + t * Dk, Dk);
-                }
-                A[t * C + s] = ak;
-                M[t * C + s] = aq;
-            }
-        // What the carried state contributes: u_t = S0 (k_t∘e^Γt), o_t = S0 (q_t∘e^Γt).
-        for (int64_t t = 0; t < n; t++) {
-            float* ot = a.o + ((c0 + t) * a.Hv + h) * Dv;
-            for (int64_t i = 0; i < Dk; i++) {
-                float e = std::exp(gam[t * Dg + (per_channel ? i : 0)]);
-                kd[i] = kk[t * Dk + i] * e, qd[i] = qq[t * Dk + i] * e;
-            }
-            for (int64_t j = 0; j < Dv; j++) {
-                u[t * Dv + j] = dot(S + j * Dk, kd, Dk);
-                ot[j] = dot(S + j * Dk, qd, Dk);
-            }
-        }
-        // The triangular solve for the corrections, then their contribution to the outputs.
-        for (int64_t t = 0; t < n; t++) {
-            const int64_t tok = c0 + t;
-            const float b = a.beta[tok * a.Hv + h];
-            const float* vt = a.v + (tok * a.Hv + h) * Dv;
-            float* dt = delta + t * Dv;
-            for (int64_t j = 0; j < Dv; j++) dt[j] = vt[j] - u[t * Dv + j];
-            for (int64_t s = 0; s < t; s++) axpy(dt, -A[t * C + s], delta + s * Dv, Dv);
-            for (int64_t j = 0; j < Dv; j++) dt[j] *= b;
-            float* ot = a.o + (tok * a.Hv + h) * Dv;
-            for (int64_t s = 0; s <= t; s++) axpy(ot, M[t * C + s], delta + s * Dv, Dv);
-        }
-        // Carry the state past the chunk: S = S0 diag(e^Γn) + Σ_s δ_s (k_s∘e^(Γn−Γs))ᵀ.
-        const float* gl = gam + (n - 1) * Dg;
-        for (int64_t i = 0; i < Dk; i++) tmp[i] = std::exp(gl[per_channel ? i : 0]);
-        for (int64_t j = 0; j < Dv; j++)
-            for (int64_t i = 0; i < Dk; i++) S[j * Dk + i] *= tmp[i];
-        for (int64_t s = 0; s < n; s++) {
-            if (per_channel) {
-                for (int64_t i = 0; i < Dk; i++) kd[i] = kk[s * Dk + i] * std::exp(gl[i] - gam[s * Dk + i]);
-            } else {
-                float e = std::exp(gl[0] - gam[s]);
-                for (int64_t i = 0; i < Dk; i++) kd[i] = kk[s * Dk + i] * e;
-            }
-            for (int64_t j = 0; j < Dv; j++) axpy(S + j * Dk, delta[s * Dv + j], kd, Dk);
-        }
-    }
-}
-
-// in {q, k (T, Hk, Dk), v (T, Hv, Dv), g (T, Hv, Dg), beta (T, Hv), state (Hv, Dv, Dk)};
-// out [o (T, Hv, Dv) | state (Hv, Dv, Dk)]. scalar {T, Hk, Hv, Dk, Dv, Dg, start_pos, interleave}; fscalar {scale}.
-void delta_rule_kernel(const CustomArgs& c, int64_t begin, int64_t end) {
-    DeltaArgs a;
-    a.T = c.scalar[0], a.Hk = c.scalar[1], a.Hv = c.scalar[2], a.Dk = c.scalar[3], a.Dv = c.scalar[4], a.Dg = c.scalar[5];
-    a.reset = c.scalar[6] == 0, a.interleave = c.scalar[7] != 0;
-    a.scale = float(c.fscalar[0]);
-    a.q = static_cast<const float*>(c.in[0]), a.k = static_cast<const float*>(c.in[1]);
-    a.v = static_cast<const float*>(c.in[2]), a.g = static_cast<const float*>(c.in[3]);
-    a.beta = static_cast<const float*>(c.in[4]), a.state = static_cast<const float*>(c.in[5]);
-    a.o = static_cast<float*>(c.out);
-    a.state_out = a.o + a.T * a.Hv * a.Dv;
-    for (int64_t h = begin; h < end; h++) delta_head(a, h);
-}
-
-const CustomKernel CONV1D{"causal_conv1d", conv1d_kernel, 64};
-const CustomKernel DELTA_RULE{"delta_rule", delta_rule_kernel, 1};
 
 Tensor as_f32(const Tensor& t) { return t.dtype() == f32 ? t : t.cast(f32); }  // the kernels read f32
 
@@ -192,13 +19,11 @@ ConvResult causal_conv1d(const Tensor& x, const Tensor& state, const Tensor& w, 
         fail("causal_conv1d", "shapes x " + shape_str(x.shape()) + ", state " + shape_str(state.shape()) + ", w " +
                                   shape_str(w.shape()) + " do not fit together");
     if (state.dtype() != f32) fail("causal_conv1d", "the state must be f32");
-    CustomCall call;
-    call.kernel = &CONV1D;
-    call.inputs = {as_f32(x), state, as_f32(w)};
-    call.out_shape = {T + K - 1, C};
-    call.scalars = {T, C, K, start_pos};
-    call.n_work = C;
-    Tensor out = custom(call);
+    using A = devices::ops::Conv1d;
+    OpCall<A> call(gguf::Type::F32);
+    Tensor out = call.in(&A::x, as_f32(x)).in(&A::state, state).in(&A::w, as_f32(w))
+                     .dim(&A::T, T).dim(&A::C, C).dim(&A::K, K).dim(&A::start_pos, start_pos)
+                     .out(&A::out, {T + K - 1, C}, f32);
     return {out.slice(0, 0, T), out.slice(0, T, K - 1)};
 }
 
@@ -217,15 +42,14 @@ DeltaResult delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const 
                                ", g " + shape_str(g.shape()) + ", beta " + shape_str(beta.shape()) + ", state " +
                                shape_str(state.shape()) + " do not fit together");
     if (state.dtype() != f32) fail("delta_rule", "the state must be f32");
-    CustomCall call;
-    call.kernel = &DELTA_RULE;
-    call.inputs = {as_f32(q), as_f32(k), as_f32(v), as_f32(g), as_f32(beta), state};
+    using A = devices::ops::DeltaRule;
+    OpCall<A> call(gguf::Type::F32);
+    call.args().interleave = head_map == HeadMap::INTERLEAVE;
+    call.args().scale = float(scale);
+    call.in(&A::q, as_f32(q)).in(&A::k, as_f32(k)).in(&A::v, as_f32(v)).in(&A::g, as_f32(g)).in(&A::beta, as_f32(beta)).in(&A::state, state);
+    call.dim(&A::T, T).dim(&A::Hk, Hk).dim(&A::Hv, Hv).dim(&A::Dk, Dk).dim(&A::Dv, Dv).dim(&A::Dg, Dg).dim(&A::start_pos, start_pos);
     Dim n_out = T * Hv * Dv;
-    call.out_shape = {n_out + Hv * Dv * Dk};
-    call.scalars = {T, Hk, Hv, Dk, Dv, Dg, start_pos, int64_t(head_map == HeadMap::INTERLEAVE)};
-    call.fscalars = {scale};
-    call.n_work = Hv;
-    Tensor out = custom(call);
+    Tensor out = call.out(&A::out, {n_out + Hv * Dv * Dk}, f32);
     return {out.slice(0, 0, n_out).reshape({T, Hv, Dv}), out.slice(0, n_out, Hv * Dv * Dk).reshape({Hv, Dv, Dk})};
 }
 

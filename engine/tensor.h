@@ -280,12 +280,12 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index);
 // ---------------------------------------------------------------------------------------------------
 // Model helpers (engine/nn.cpp). Shapes in comments: (T, D) = tokens x features.
 Tensor matmul(const Tensor& a, const Tensor& b);          // (..., M, K) @ (..., K, N), generated kernel
-// (..., K) x (N, K)^T -> (..., N) f32 for any weight dtype: the hand kernels of devices/cpu/kernels where
-// they exist (activations packed as ggml does: F16 for F16 weights, Q8_0 / Q8_K for quantized ones),
-// otherwise rows dequantized to f32 and multiplied in f32.
+// (..., K) x (N, K)^T -> (..., N) f32 for any weight dtype: the device's linear (hot op, devices/ops.h)
+// over activations quantized to its format for the weight type (on CPU as ggml does: F16 for F16
+// weights, Q8_0 / Q8_K for quantized ones).
 Tensor linear(const Tensor& x, const Tensor& w);
-// w (N, K) repacked for the CPU's hand matmul when its panel layout applies (Q8_0, AVX-512, N a multiple
-// of 16, K of 64; weights on the CPU), else w itself. Do it once at load: decode then streams each weight
+// w (N, K) in its device's own layout for linear() when it has one (Device::can_pack; the CPU: panels
+// of 16 rows of Q8_0/Q4_0/Q4_K/Q6_K on AVX-512), else w itself. Do it once at load: decode then streams each weight
 // front to back. The result feeds linear() only; embedding() and dequantize() reject it.
 Tensor pack_for_linear(const Tensor& w);
 // Weights with the same columns and dtype stacked row-wise into one packed weight: one linear() gives
@@ -318,7 +318,7 @@ struct RopeScaling {
 };
 Tensor rope(const Tensor& x, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout,
             const Tensor& freq_factors = {}, const RopeScaling& scaling = {});
-// Causal grouped-query attention over a KV cache (custom kernel). q (T, H, Dk) is at positions
+// Causal grouped-query attention over a KV cache (hot op). q (T, H, Dk) is at positions
 // start_pos..start_pos+T-1; k_cache (C, Hkv, Dk) and v_cache (C, Hkv, Dv) hold positions 0..start_pos+T-1
 // (f32 or f16). Returns (T, H, Dv) f32. window > 0: the query at p sees only keys p-window+1..p.
 // sinks (H) f32: a per-head logit that joins each softmax's denominator without a value (gpt-oss).
@@ -341,7 +341,7 @@ ExpertSelection select_experts(const Tensor& ids, int n_expert);
 // (x (T, k, K): one row per slot). W (E, N, K) any weight dtype -> (T, k, N) f32.
 Tensor linear_experts(const Tensor& x, const Tensor& w, const ExpertSelection& selection);
 
-// Multi-head latent attention helpers (engine/mla_kernels.cpp).
+// Multi-head latent attention helpers (engine/mla.cpp).
 // One matrix per head: x (T, H, K) times w (H, N, K) -> (T, H, N) f32, any weight dtype (MLA's
 // attn_k_b / attn_v_b). Activations are packed like linear()'s.
 Tensor linear_heads(const Tensor& x, const Tensor& w);
@@ -350,7 +350,7 @@ Tensor linear_heads(const Tensor& x, const Tensor& w);
 // positions start_pos..start_pos+T-1; cache (C, Hkv, Dk) f32 or f16. Returns (T, H, value_dim) f32.
 Tensor attention_latent(const Tensor& q, const Tensor& cache, int value_dim, const Dim& start_pos, double scale);
 
-// Recurrent token mixers (engine/recurrent.cpp, custom kernels). Both take the state a sequence carries
+// Recurrent token mixers (engine/recurrent.cpp, hot ops). Both take the state a sequence carries
 // and return the new one for the caller to assign back; at start_pos 0 the old state reads as zeros.
 // Causal depthwise convolution over time: y[t][c] = Σ_j w[c][j] · in[t+j][c] over in = concat(state, x),
 // x (T, C), state (K-1, C) f32 (the last K-1 inputs), w (C, K). Returns y (T, C) and the new state.

@@ -114,7 +114,6 @@ struct SessionOptions {
     std::string model_path;     // GGUF file (first part of a split set)
     int n_ctx = 0;              // 0: the model's context length, capped at 4096
     std::string device = "CPU"; // "CPU", "AMD", ...
-    int n_threads = 0;          // 0: all cores
     bool kv_f16 = true;         // KV cache in F16 (llama.cpp's default) or F32
     // Hybrid models (GatedDeltaNet, KDA): recurrent state cannot be rolled back to an earlier position,
     // so the session keeps this many snapshots of it at turn boundaries (end of a prompt, end of a

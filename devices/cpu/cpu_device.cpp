@@ -2,6 +2,7 @@
 // into huge pages), kernels from the LLVM JIT, and a thread pool that splits each kernel's outer loop
 // (or a custom kernel's work items).
 #include "devices/cpu/cpu_impl.h"
+#include "devices/cpu/kernels/kernels.h"
 #include "devices/cpu/thread_pool.h"
 #include "devices/env.h"
 
@@ -151,6 +152,22 @@ public:
     }
     void run_host(HostFn fn, const void* ctx, int64_t n_work, int64_t grain) override {
         pool_.run(fn, ctx, n_work, grain);
+    }
+    // Q8_0, Q4_0, Q4_K and Q6_K in panels of 16 rows for the AVX-512 matmul (kernels.h).
+    bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const override {
+        return env::cpu_pack() && ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 && ::cpu_kernels::can_pack(type, rows, cols);
+    }
+    void pack(gguf::Type type, const void* w, int64_t rows, int64_t cols, void* out) override {
+        struct Job {
+            gguf::Type type;
+            const void* w;
+            int64_t rows, cols;
+            void* out;
+        } job{type, w, rows, cols, out};
+        pool_.run([](const void* p, int64_t b, int64_t e) {
+            auto j = static_cast<const Job*>(p);
+            ::cpu_kernels::pack_rows(j->type, j->w, j->rows, j->cols, j->out, b, e);
+        }, &job, rows / ::cpu_kernels::kPanelRows, 1);
     }
     void synchronize() override {}
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "devices/device.h"
+#include "devices/ops.h"
 
 #include <memory>
 #include <string>
@@ -10,6 +11,11 @@
 namespace devices::cpu {
 
 std::unique_ptr<Device> make_device();
+
+// The host implementations of the hot ops (cpu/ops.cpp): the CPU's, and every device's that runs host
+// code over its CPU-visible memory where it has no kernel of its own.
+ops::Impl host_op(ops::Kind kind, gguf::Type type);
+gguf::Type host_activation_type(gguf::Type weight);
 
 // LLVM 19 ORC LLJIT for the host: IR text in, function address out.
 class LlvmJit {

@@ -88,7 +88,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
     session_options.n_ctx = parse_int(args, "--max-context", 0);
     options.queue_size = parse_int(args, "--queue", 64);
     args.value("--device", session_options.device);
-    session_options.n_threads = parse_int(args, "--threads", 0);
+    if (const int n_threads = parse_int(args, "--threads", 0); n_threads > 0)
+        setenv("TINYLLM_THREADS", std::to_string(n_threads).c_str(), 1);  // read when the CPU device starts
     const std::string chat_template = chat_template_flag(args);
     options.chat_template = chat_template;
     std::string pooling;

@@ -3,7 +3,7 @@
 // weights are read), ggml-ordered top-k, attention sinks and sliding window, and YaRN-scaled RoPE.
 #include "engine_test_util.h"
 
-#include "engine/experts_impl.h"
+#include "devices/device.h"
 #include "gguf/blocks.h"
 
 #include <sys/mman.h>
@@ -45,7 +45,8 @@ ExpertWeights expert_weights(gguf::Type type, int64_t E, int64_t N, int64_t K, u
 
 // x rounded as the product sees it: packed in the activation format of `weight` and back.
 std::vector<double> as_activations(std::vector<double> x, gguf::Type weight, int64_t K) {
-    gguf::Type act = experts::activation_type(weight);
+    // MXFP4 multiplies Q8_0 activations (as ggml); the rest the CPU's partner format
+    gguf::Type act = weight == gguf::Type::MXFP4 ? gguf::Type::Q8_0 : devices::get("CPU").activation_type(weight);
     const gguf::TypeTraits& tr = gguf::type_traits(act);
     for (size_t r = 0; r < x.size() / size_t(K); r++) {
         std::vector<float> row(x.begin() + r * K, x.begin() + (r + 1) * K), back(static_cast<size_t>(K));

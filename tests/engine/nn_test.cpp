@@ -2,7 +2,7 @@
 // table can dequantize, attention (GQA, causal prefill, f16 cache), RoPE layouts, topk, activations.
 #include "engine_test_util.h"
 
-#include "engine/ref_kernels_impl.h"
+#include "devices/device.h"
 #include "gguf/gguf.h"
 
 #include <cstring>
@@ -31,10 +31,10 @@ Weights weights(gguf::Type type, int64_t rows, int64_t cols, uint32_t seed) {
 
 const gguf::Type TYPES[] = {gguf::Type::F32, gguf::Type::F16, gguf::Type::BF16, gguf::Type::Q8_0};
 
-// Activations as the kernel sees them: the hand kernels pack them in the weight type's partner format
-// (F16, BF16, Q8_0, ... as ggml does), the reference kernels use f32.
+// Activations as the kernel sees them: the CPU packs them in the weight type's partner format (F16,
+// BF16, Q8_0, ... as ggml does).
 std::vector<double> as_activations(std::vector<double> x, gguf::Type weight, int64_t K) {
-    gguf::Type act = ref_kernels::hand_kernels() ? ref_kernels::hand_activation_type(weight) : gguf::Type::F32;
+    gguf::Type act = devices::get("CPU").activation_type(weight);
     const gguf::TypeTraits& tr = gguf::type_traits(act);
     for (size_t r = 0; r < x.size() / size_t(K); r++) {
         std::vector<float> row(x.begin() + r * K, x.begin() + (r + 1) * K);
@@ -78,7 +78,7 @@ TEST_CASE("linear over a Q8_0 weight packed by pack_for_linear gives what the ro
     const int64_t N = 48, K = 128;
     Weights w = weights(gguf::Type::Q8_0, N, K, 5);
     Tensor packed = pack_for_linear(w.t);
-    if (!ref_kernels::hand_can_pack(gguf::Type::Q8_0, N, K)) {  // no AVX-512: the weight stays as it is
+    if (!devices::get("CPU").can_pack(gguf::Type::Q8_0, N, K)) {  // no AVX-512: the weight stays as it is
         REQUIRE(packed.node().get() == w.t.node().get());
         return;
     }
@@ -119,7 +119,7 @@ TEST_CASE("linear over Q4_0, Q4_K and Q6_K weights packed by pack_for_linear giv
             std::memcpy(&raw[b + d_at], &scale, 2), std::memcpy(&raw[b + dmin_at], &scale, 2);
         Weights w{Tensor::from_data(raw.data(), raw.size(), {N, K}, DType::from_gguf(type)), {}};
         Tensor packed = pack_for_linear(w.t);
-        if (!ref_kernels::hand_can_pack(type, N, K)) {  // no AVX-512 (or TINYLLM_CPU_PACK=0): left as it is
+        if (!devices::get("CPU").can_pack(type, N, K)) {  // no AVX-512 (or TINYLLM_CPU_PACK=0): left as it is
             REQUIRE(packed.node().get() == w.t.node().get());
             continue;
         }

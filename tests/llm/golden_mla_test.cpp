@@ -4,7 +4,6 @@
 // activations) a Q8_0 MoE file is not checkable by logits (expert routing differs from the first step),
 // so only its tokenization is.
 #include "common/test_data.h"
-#include "engine/ref_kernels_impl.h"
 #include "golden.h"
 
 namespace {
@@ -26,5 +25,5 @@ void check_model(const std::string& stem, bool ggml_like) {
 }  // namespace
 
 TEST_CASE("golden: random-deepseek2 f32") { check_model("random-deepseek2-f32", false); }
-TEST_CASE("golden: random-deepseek2 f16") { check_model("random-deepseek2-f16", engine::ref_kernels::hand_kernels()); }
-TEST_CASE("golden: random-deepseek2 q8_0") { check_model("random-deepseek2-q8_0", engine::ref_kernels::hand_kernels()); }
+TEST_CASE("golden: random-deepseek2 f16") { check_model("random-deepseek2-f16", true); }
+TEST_CASE("golden: random-deepseek2 q8_0") { check_model("random-deepseek2-q8_0", true); }

@@ -4,7 +4,7 @@
 // from the first step, so the goldens say nothing about the logits); f16 files too when the build
 // rounds like ggml, else within the f32-activation tolerance.
 #include "common/test_data.h"
-#include "engine/experts_impl.h"
+#include "devices/device.h"
 #include "golden.h"
 
 namespace {
@@ -14,9 +14,9 @@ namespace {
 // tolerances apply, and only then are the Q8_0 / MXFP4 goldens comparable at all.
 bool ggml_like_activations(const std::string& file_type) {
     if (file_type == "f32") return true;
-    if (file_type == "f16") return engine::experts::activation_type(gguf::Type::F16) == gguf::Type::F16;
-    gguf::Type weights = file_type == "mxfp4" ? gguf::Type::MXFP4 : gguf::Type::Q8_0;
-    return engine::experts::activation_type(weights) == gguf::Type::Q8_0;
+    if (file_type == "f16") return devices::get("CPU").activation_type(gguf::Type::F16) == gguf::Type::F16;
+    if (file_type == "mxfp4") return true;  // always against Q8_0 activations (engine::linear_experts)
+    return devices::get("CPU").activation_type(gguf::Type::Q8_0) == gguf::Type::Q8_0;
 }
 
 void check_model(const std::string& stem) {

@@ -3,7 +3,6 @@
 // tests/llm/mla_refs/<model>.json come from tests/llm/mla_refs/make.sh (llama.cpp, KV F32, no flash
 // attention); the rules are the goldens' with the dense class's τ, since these models have dense FFNs.
 #include "common/test_data.h"
-#include "engine/ref_kernels_impl.h"
 #include "golden.h"
 #include "mla_models.h"
 
@@ -29,10 +28,10 @@ void check(const std::string& name, double tau) {
 }  // namespace
 
 TEST_CASE("mla: deepseek2 attention f32 matches llama.cpp") { check("deepseek2-dense-f32", 0.02); }
-// The hand kernels round activations as ggml does (F16 before F16 weights, Q8_0 blocks before Q8_0
-// weights): the goldens' ggml-like τ; the reference kernels keep them in F32.
-TEST_CASE("mla: deepseek2 attention f16 matches llama.cpp") { check("deepseek2-dense-f16", engine::ref_kernels::hand_kernels() ? 0.01 : 0.03); }
-TEST_CASE("mla: deepseek2 attention q8_0 matches llama.cpp") { check("deepseek2-dense-q8_0", engine::ref_kernels::hand_kernels() ? 0.15 : 0.2); }
+// The CPU rounds activations as ggml does (F16 before F16 weights, Q8_0 blocks before Q8_0 weights):
+// the goldens' ggml-like τ.
+TEST_CASE("mla: deepseek2 attention f16 matches llama.cpp") { check("deepseek2-dense-f16", 0.01); }
+TEST_CASE("mla: deepseek2 attention q8_0 matches llama.cpp") { check("deepseek2-dense-q8_0", 0.15); }
 TEST_CASE("mla: deepseek2 attention with YaRN (mscale_all_dim 0.707) matches llama.cpp") { check("deepseek2-dense-yarn-f32", 0.02); }
 TEST_CASE("mla: deepseek2 attention with YaRN (mscale_all_dim 1) matches llama.cpp") { check("deepseek2-dense-yarn1-f32", 0.02); }
 TEST_CASE("mla: kimi-linear's MLA layer without q LoRA matches llama.cpp") { check("deepseek2-no-q-lora-f32", 0.02); }

@@ -1,7 +1,7 @@
 // MXFP4 expert weights against Q8_0 activations (ggml's vec_dot_mxfp4_q8_0 pairing): integer sums of
 // FP4 codes (doubled E2M1 values) times int8 per 32-block, scaled by both block scales. The AVX2 tile
 // decodes each weight block once for up to four tokens.
-#include "engine/experts_impl.h"
+#include "devices/cpu/kernels/ops_impl.h"
 #include "gguf/blocks.h"
 
 #include <immintrin.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-namespace engine::experts {
+namespace cpu_kernels {
 
 namespace {
 
@@ -114,4 +114,4 @@ void mxfp4_q8_0_tile(const uint8_t* w, int64_t w_row, int64_t n, const uint8_t* 
     (avx2 ? tile_avx2 : tile_scalar)(w, w_row, n, x, count, n_blocks, y);
 }
 
-}  // namespace engine::experts
+}  // namespace cpu_kernels

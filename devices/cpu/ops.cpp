@@ -1,0 +1,96 @@
+// The CPU's implementations of the hot ops (devices/ops.h): each spreads its work items over the
+// thread pool (Device::run_host) and calls the loops of devices/cpu/kernels. Every device that runs
+// host code falls back on these (Device::op's default).
+#include "devices/cpu/cpu_impl.h"
+#include "devices/cpu/kernels/kernels.h"
+#include "devices/cpu/kernels/ops_impl.h"
+
+#include <algorithm>
+
+namespace devices::cpu {
+
+namespace {
+
+using namespace devices::ops;
+
+// Runs F(args, begin, end) over [0, n_work) on the device's host threads.
+template <class A, void (*F)(const A&, int64_t, int64_t)> void over(Device& dev, const A& a, int64_t n_work, int64_t grain) {
+    dev.run_host([](const void* p, int64_t b, int64_t e) { F(*static_cast<const A*>(p), b, e); }, &a, n_work, grain);
+}
+
+void quantize_rows(const Quantize& a, int64_t b, int64_t e) { ::cpu_kernels::quantize_rows(a.act, a.x, a.n_cols, a.n_cols, a.out, b, e); }
+void quantize(Device& dev, const Quantize& a) { over<Quantize, quantize_rows>(dev, a, a.rows, 1); }
+
+// Items are the weight rows h * N + n: one hand matmul per matrix over the part of [b, e) in it.
+void linear_rows(const Linear& a, int64_t b, int64_t e) {
+    const int64_t x_row = int64_t(*gguf::row_bytes(a.act, a.K)), w_row = int64_t(*gguf::row_bytes(a.type, a.K));
+    for (int64_t h = b / a.N; h < a.H && h * a.N < e; h++) {
+        ::cpu_kernels::Matmul m;
+        m.type = a.type;
+        m.w = static_cast<const uint8_t*>(a.w) + h * a.N * w_row;
+        m.n_rows = a.N, m.n_cols = a.K;
+        m.x = static_cast<const uint8_t*>(a.x) + h * a.T * x_row;
+        m.n_tokens = a.T;
+        m.y = a.y + h * a.T * a.N;
+        m.y_stride = a.N;
+        m.packed = a.packed;
+        ::cpu_kernels::matmul(m, std::max(b, h * a.N) - h * a.N, std::min(e, (h + 1) * a.N) - h * a.N);
+    }
+}
+void linear(Device& dev, const Linear& a) { over<Linear, linear_rows>(dev, a, a.H * a.N, ::cpu_kernels::kMatmulRowAlign); }
+
+// Items are (token, head) pairs.
+void attention(Device& dev, const Attention& a) {
+    ::cpu_kernels::Attention at;
+    at.q = a.q;
+    at.q_token_stride = a.H * a.Dk, at.q_head_stride = a.Dk;
+    at.kv_type = a.kv_type;
+    at.k = a.k;
+    at.k_pos_stride = a.Hkv * a.Dk, at.k_head_stride = a.Dk;
+    at.v = a.v;
+    at.v_pos_stride = a.v_pos_stride, at.v_head_stride = a.v_head_stride;
+    at.out = a.out;
+    at.out_token_stride = a.H * a.Dv, at.out_head_stride = a.Dv;
+    at.n_tokens = a.T;
+    at.start_pos = std::min(a.start_pos, a.C - a.T);  // never past the cache
+    at.n_head = a.H, at.n_head_kv = a.Hkv, at.head_dim_k = a.Dk, at.head_dim_v = a.Dv;
+    at.scale = a.scale;
+    at.window = a.window;
+    at.sinks = a.sinks;
+    dev.run_host([](const void* p, int64_t b, int64_t e) { ::cpu_kernels::attention(*static_cast<const ::cpu_kernels::Attention*>(p), b, e); },
+                 &at, a.T * a.H, 1);
+}
+
+void topk(Device& dev, const TopK& a) { over<TopK, ::cpu_kernels::topk>(dev, a, a.rows, a.ggml_order ? 64 : 1); }
+void rows(Device& dev, const Rows& a) { over<Rows, ::cpu_kernels::rows>(dev, a, a.n, 1); }
+void conv1d(Device& dev, const Conv1d& a) { over<Conv1d, ::cpu_kernels::conv1d>(dev, a, a.C, 64); }
+void delta_rule(Device& dev, const DeltaRule& a) { over<DeltaRule, ::cpu_kernels::delta_rule>(dev, a, a.Hv, 1); }
+
+void plan_items(const ExpertPlan& a, int64_t, int64_t) { ::cpu_kernels::expert_plan(a); }
+void expert_plan(Device& dev, const ExpertPlan& a) { over<ExpertPlan, plan_items>(dev, a, 1, 1); }
+// Tile-major items: every thread gets a share of each selected expert.
+void linear_experts(Device& dev, const LinearExperts& a) {
+    const int64_t tiles = (a.N + ::cpu_kernels::kExpertRowTile - 1) / ::cpu_kernels::kExpertRowTile;
+    over<LinearExperts, ::cpu_kernels::linear_experts>(dev, a, tiles * a.E, 1);
+}
+
+}  // namespace
+
+ops::Impl host_op(ops::Kind kind, gguf::Type) {
+    switch (kind) {
+        case Kind::QUANTIZE: return impl<Quantize, quantize>();
+        case Kind::LINEAR: return impl<Linear, linear>();
+        case Kind::LINEAR_EXPERTS: return impl<LinearExperts, linear_experts>();
+        case Kind::EXPERT_PLAN: return impl<ExpertPlan, expert_plan>();
+        case Kind::ATTENTION: return impl<Attention, attention>();
+        case Kind::TOPK: return impl<TopK, topk>();
+        case Kind::ROWS: return impl<Rows, rows>();
+        case Kind::CONV1D: return impl<Conv1d, conv1d>();
+        case Kind::DELTA_RULE: return impl<DeltaRule, delta_rule>();
+    }
+    return {};
+}
+
+gguf::Type host_activation_type(gguf::Type weight) { return ::cpu_kernels::activation_type(weight); }
+
+}  // namespace devices::cpu
