@@ -13,15 +13,7 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
 
-int64_t weight_type_id(DType d) {
-    switch (d.code) {
-        case DType::F32: return int64_t(gguf::Type::F32);
-        case DType::F16: return int64_t(gguf::Type::F16);
-        case DType::BF16: return int64_t(gguf::Type::BF16);
-        case DType::GGUF: return int64_t(d.block);
-        default: return -1;
-    }
-}
+int64_t weight_type_id(DType d) { return d.weight_type() ? int64_t(*d.weight_type()) : -1; }
 
 // ggml's argsort is std::sort with a descending comparator; top-k is its first k entries. For more
 // than 16 elements std::sort is not stable, so ties can only be broken like llama.cpp by the same call.

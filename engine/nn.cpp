@@ -17,15 +17,7 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
 
-int64_t gguf_id(DType d) {
-    switch (d.code) {
-        case DType::F32: return int64_t(gguf::Type::F32);
-        case DType::F16: return int64_t(gguf::Type::F16);
-        case DType::BF16: return int64_t(gguf::Type::BF16);
-        case DType::GGUF: return int64_t(d.block);
-        default: return -1;
-    }
-}
+int64_t gguf_id(DType d) { return d.weight_type() ? int64_t(*d.weight_type()) : -1; }
 
 // A weight repacked by pack_for_linear() (a buffer in the CPU matmul's panel layout).
 bool is_packed(const Tensor& w) {
