@@ -60,7 +60,7 @@ void q8_quantize(devices::Device& dev, const DeviceArgs& a) {
 
 // scalar {T, N, K, T_cap, weight type}; in {q8 activations, W} -> y (T, N) f32.
 void gemv_q8(devices::Device& dev, const DeviceArgs& a) {
-    std::string_view name = kernel_for(ka::gemv_kernel_for(gguf::type_name(gguf::Type(a.scalar[4]))), a.scalar[4]);
+    std::string_view name = kernel_for(ka::gemv_kernel_for(gguf::Type(a.scalar[4])), a.scalar[4]);
     Q8Layout l = q8_layout(a.scalar[3], a.scalar[2]);
     ka::GemvQ8Args k{};
     k.w = at<const uint32_t>(a.in[1]);
@@ -88,7 +88,7 @@ void gemv_f16(devices::Device& dev, const DeviceArgs& a) {
 
 // scalar {T, N, K, weight type}; in {x (T, K) f16, W} -> y (T, N) f32 on the matrix cores.
 void gemm(devices::Device& dev, const DeviceArgs& a) {
-    std::string_view name = kernel_for(ka::gemm_kernel_for(gguf::type_name(gguf::Type(a.scalar[3]))), a.scalar[3]);
+    std::string_view name = kernel_for(ka::gemm_kernel_for(gguf::Type(a.scalar[3])), a.scalar[3]);
     ka::GemmArgs k{};
     k.w = at<const uint32_t>(a.in[1]);
     k.x = at<const uint16_t>(a.in[0]);
@@ -180,8 +180,9 @@ std::optional<Tensor> linear(const Tensor& x, const Tensor& w) {
     auto generated = [&] { return std::optional((x.reshape({T, 1, K}) * w.cast(f32).reshape({1, N, K})).sum(-1)); };
     if (wt.code == DType::F32 || wt.code == DType::BF16) return generated();
     if (!N.is_const() || !K.is_const()) return wt.is_float() ? generated() : std::nullopt;
-    std::string type = wt.name();
-    int64_t type_id = wt.code == DType::F16 ? int64_t(gguf::Type::F16) : int64_t(wt.block);
+    if (!wt.weight_type()) return std::nullopt;
+    gguf::Type type = *wt.weight_type();
+    int64_t type_id = int64_t(type);
     Tensor weights = w;
     if (wt.is_quantized() && wt.block == gguf::Type::Q6_K) {
         auto repacked = q6_k_repacked(w);

@@ -3,21 +3,33 @@
 
 namespace engine {
 
+namespace {
+
+// The GGUF types with a plain dtype of their own; every other GGUF type is an opaque block type.
+const struct {
+    gguf::Type type;
+    DType::Code code;
+} PLAIN[] = {
+    {gguf::Type::F32, DType::F32}, {gguf::Type::F16, DType::F16}, {gguf::Type::BF16, DType::BF16}, {gguf::Type::I8, DType::I8},
+    {gguf::Type::I16, DType::I16}, {gguf::Type::I32, DType::I32}, {gguf::Type::I64, DType::I64},
+};
+
+}  // namespace
+
 DType DType::from_gguf(gguf::Type t) {
-    switch (t) {
-        case gguf::Type::F32: return f32;
-        case gguf::Type::F16: return f16;
-        case gguf::Type::BF16: return bf16;
-        case gguf::Type::I8: return i8;
-        case gguf::Type::I16: return i16;
-        case gguf::Type::I32: return i32;
-        case gguf::Type::I64: return i64;
-        default: {
-            DType d(GGUF);
-            d.block = t;
-            return d;
-        }
-    }
+    for (const auto& p : PLAIN)
+        if (p.type == t) return DType(p.code);
+    DType d(GGUF);
+    d.block = t;
+    return d;
+}
+
+std::optional<gguf::Type> DType::weight_type() const {
+    if (code == GGUF) return block;
+    if (!is_float()) return std::nullopt;
+    for (const auto& p : PLAIN)
+        if (p.code == code) return p.type;
+    return std::nullopt;
 }
 
 size_t DType::itemsize() const {

@@ -34,15 +34,7 @@ void check_weight(const Tensor& w, const char* op) {
 
 }  // namespace
 
-std::optional<gguf::Type> weight_type(DType d) {
-    switch (d.code) {
-        case DType::F32: return gguf::Type::F32;
-        case DType::F16: return gguf::Type::F16;
-        case DType::BF16: return gguf::Type::BF16;
-        case DType::GGUF: return d.block;
-        default: return std::nullopt;
-    }
-}
+std::optional<gguf::Type> weight_type(DType d) { return d.weight_type(); }  // the type table's mapping
 
 Tensor quantize_activations(const Tensor& x, gguf::Type act) {
     if (act == gguf::Type::F32) return x;

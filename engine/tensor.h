@@ -39,6 +39,8 @@ public:
     constexpr DType(Code c = F32) : code(c), block(gguf::Type::F32) {}
     // F32/F16/BF16/I8/I16/I32/I64 map to the plain dtypes; anything else is an opaque block type.
     static DType from_gguf(gguf::Type t);
+    // The GGUF type of a float or block dtype, as kernels that read weights take it; nullopt otherwise.
+    std::optional<gguf::Type> weight_type() const;
 
     Code code;
     gguf::Type block;  // meaningful only when code == GGUF

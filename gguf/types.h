@@ -21,6 +21,15 @@ enum class Type : uint32_t {
 using DequantizeFn = void (*)(const void* blocks, float* out, int64_t n);  // n: multiple of block_size
 using QuantizeFn = void (*)(const float* in, void* blocks, int64_t n);
 
+// A block's weights as unsigned 8-bit codes u with, per group of `group` elements, a scale s and an
+// offset o:  w[i] = s[g] · (u[i] − zero) + o[g],  g = i / group.  Dot-product kernels on every device
+// read this view; group 0: the type has none (floats, and types decoded only by the generic path).
+struct CodeLayout {
+    int group = 0;         // elements per scale: 16 or 32
+    int zero = 0;          // subtracted from every code
+    bool has_min = false;  // o[g] is not always 0
+};
+
 struct TypeTraits {
     Type type;
     const char* name;          // ggml's name: "q4_K", "iq4_xs", "f16", ...
@@ -28,6 +37,9 @@ struct TypeTraits {
     size_t bytes_per_block;
     DequantizeFn dequantize;   // reference, bit-exact with ggml's to_float; nullptr if none
     QuantizeFn quantize;       // reference quantizer (ggml's *_ref); nullptr if none
+    Type act_type;             // activations for a hand-kernel dot product with it: f32/f16/bf16, q8_0, q8_1
+                               // or q8_K (ggml's vec_dot_type); f32 for types only the generic path reads
+    CodeLayout codes;          // its codes-and-scales view (for hand kernels); group 0 if none
 };
 
 // nullptr for ids that are not known types.

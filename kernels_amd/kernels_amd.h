@@ -3,6 +3,8 @@
 // execute a dispatch. The kernels themselves are freestanding .hip files in kernels_amd/hip/.
 #pragma once
 
+#include "gguf/blocks.h"
+#include "gguf/types.h"
 #include "kernels_amd/kernargs.h"
 
 #include <cstdint>
@@ -83,12 +85,12 @@ std::span<const uint8_t> kernarg_bytes(const Args& args) {
 
 // Q6_K blocks are 210 bytes, so only every other block is 4-byte aligned; the kernels read 212-byte
 // blocks (2 zero bytes appended) with aligned u32 loads. `src` holds whole blocks.
-constexpr size_t Q6_K_BYTES = 210, Q6_K_REPACKED_BYTES = 212;
+constexpr size_t Q6_K_BYTES = sizeof(gguf::block_q6_K), Q6_K_REPACKED_BYTES = Q6_K_BYTES + 2;
 std::vector<uint8_t> repack_q6_k(std::span<const uint8_t> src);
 
-// Kernel names by GGUF weight type name ("q4_K", "iq4_xs", "f16", ...); nullopt when there is none.
-std::optional<std::string_view> gemv_kernel_for(std::string_view ggml_type);
-std::optional<std::string_view> gemm_kernel_for(std::string_view ggml_type);
+// Kernel names by weight type; nullopt when there is none.
+std::optional<std::string_view> gemv_kernel_for(gguf::Type weight_type);
+std::optional<std::string_view> gemm_kernel_for(gguf::Type weight_type);
 std::optional<std::string_view> attention_partial_kernel_for(uint32_t head_dim);
 
 }  // namespace tinyllm::amd

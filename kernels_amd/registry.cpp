@@ -14,10 +14,8 @@ enum class Kind { Q8_QUANTIZE, GEMV_Q8, GEMV_F16, GEMM, ATTN_PARTIAL, ATTN_COMBI
 struct Entry {
     KernelInfo info;
     Kind kind;
-    const char* ggml_type = nullptr;  // weight type of GEMVs/GEMMs
-    uint32_t block_elems = 0;         // weight block geometry (as the kernel reads it)
-    uint32_t block_bytes = 0;
-    uint32_t head_dim = 0;            // attention partials
+    gguf::Type weight = gguf::Type::F32;  // weight type of GEMVs/GEMMs (geometry: the type table)
+    uint32_t head_dim = 0;                // attention partials
 };
 
 constexpr KernelInfo info(const char* name, const char* source, uint32_t size, uint32_t waves) {
@@ -26,26 +24,26 @@ constexpr KernelInfo info(const char* name, const char* source, uint32_t size, u
 
 const Entry ENTRIES[] = {
     {info("q8_quantize", "q8_quantize", sizeof(Q8QuantizeArgs), Q8_QUANTIZE_WAVES), Kind::Q8_QUANTIZE},
-    {info("gemv_q4_k_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, "q4_K", 256, 144},
-    {info("gemv_q5_k_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, "q5_K", 256, 176},
-    {info("gemv_q6_k_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, "q6_K", 256, Q6_K_REPACKED_BYTES},
-    {info("gemv_iq4_xs_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, "iq4_xs", 256, 136},
-    {info("gemv_q8_0_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, "q8_0", 32, 34},
-    {info("gemv_q4_0_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, "q4_0", 32, 18},
-    {info("gemv_f16", "gemv_f16", sizeof(GemvF16Args), GEMV_WAVES), Kind::GEMV_F16, "f16", 1, 2},
-    {info("gemm_f16", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, "f16", 1, 2},
-    {info("gemm_q4_k", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, "q4_K", 256, 144},
-    {info("gemm_q5_k", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, "q5_K", 256, 176},
-    {info("gemm_q6_k", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, "q6_K", 256, Q6_K_REPACKED_BYTES},
-    {info("gemm_iq4_xs", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, "iq4_xs", 256, 136},
-    {info("gemm_q8_0", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, "q8_0", 32, 34},
-    {info("gemm_q4_0", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, "q4_0", 32, 18},
-    {info("attn_decode_partial_d8", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, nullptr, 0, 0, 8},
-    {info("attn_decode_partial_d16", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, nullptr, 0, 0, 16},
-    {info("attn_decode_partial_d32", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, nullptr, 0, 0, 32},
-    {info("attn_decode_partial_d64", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, nullptr, 0, 0, 64},
-    {info("attn_decode_partial_d128", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, nullptr, 0, 0, 128},
-    {info("attn_decode_partial_d256", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, nullptr, 0, 0, 256},
+    {info("gemv_q4_k_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, gguf::Type::Q4_K},
+    {info("gemv_q5_k_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, gguf::Type::Q5_K},
+    {info("gemv_q6_k_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, gguf::Type::Q6_K},
+    {info("gemv_iq4_xs_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, gguf::Type::IQ4_XS},
+    {info("gemv_q8_0_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, gguf::Type::Q8_0},
+    {info("gemv_q4_0_q8", "gemv_q8", sizeof(GemvQ8Args), GEMV_WAVES), Kind::GEMV_Q8, gguf::Type::Q4_0},
+    {info("gemv_f16", "gemv_f16", sizeof(GemvF16Args), GEMV_WAVES), Kind::GEMV_F16, gguf::Type::F16},
+    {info("gemm_f16", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, gguf::Type::F16},
+    {info("gemm_q4_k", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, gguf::Type::Q4_K},
+    {info("gemm_q5_k", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, gguf::Type::Q5_K},
+    {info("gemm_q6_k", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, gguf::Type::Q6_K},
+    {info("gemm_iq4_xs", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, gguf::Type::IQ4_XS},
+    {info("gemm_q8_0", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, gguf::Type::Q8_0},
+    {info("gemm_q4_0", "gemm", sizeof(GemmArgs), GEMM_WAVES), Kind::GEMM, gguf::Type::Q4_0},
+    {info("attn_decode_partial_d8", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 8},
+    {info("attn_decode_partial_d16", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 16},
+    {info("attn_decode_partial_d32", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 32},
+    {info("attn_decode_partial_d64", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 64},
+    {info("attn_decode_partial_d128", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 128},
+    {info("attn_decode_partial_d256", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 256},
     {info("attn_decode_combine", "attention_decode", sizeof(AttnCombineArgs), ATTN_COMBINE_WAVES), Kind::ATTN_COMBINE},
 };
 
@@ -72,14 +70,20 @@ std::string num(uint64_t v) { return std::to_string(v); }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint64_t round_up4(uint64_t bytes) { return (bytes + 3) / 4 * 4; }
 
+// Weight block geometry as the kernel reads it: the type table's, except Q6_K (repacked).
+uint32_t block_elems(const Entry& e) { return static_cast<uint32_t>(gguf::type_traits(e.weight).block_size); }
+uint64_t block_bytes(const Entry& e) {
+    return e.weight == gguf::Type::Q6_K ? Q6_K_REPACKED_BYTES : gguf::type_traits(e.weight).bytes_per_block;
+}
+
 // Bytes of n_out rows of n_in weights (the kernels may read the last word in full).
 uint64_t weight_bytes(const Entry& e, uint32_t n_out, uint32_t n_in) {
-    return round_up4(uint64_t{n_out} * (n_in / e.block_elems) * e.block_bytes);
+    return round_up4(uint64_t{n_out} * (n_in / block_elems(e)) * block_bytes(e));
 }
 
 void check_weight_shape(const Entry& e, uint32_t n_out, uint32_t n_in, uint32_t n_tokens, uint32_t n_in_multiple) {
     require(e, n_out >= 1 && n_tokens >= 1, "n_out and n_tokens must be at least 1");
-    uint32_t multiple = std::max(e.block_elems, n_in_multiple);
+    uint32_t multiple = std::max(block_elems(e), n_in_multiple);
     require(e, n_in >= multiple && n_in % multiple == 0, "n_in " + num(n_in) + " is not a positive multiple of " + num(multiple));
 }
 
@@ -231,15 +235,15 @@ std::vector<BufferUse> buffers(std::string_view kernel, std::span<const uint8_t>
     return {};
 }
 
-std::optional<std::string_view> gemv_kernel_for(std::string_view ggml_type) {
+std::optional<std::string_view> gemv_kernel_for(gguf::Type weight_type) {
     for (const Entry& e : ENTRIES)
-        if ((e.kind == Kind::GEMV_Q8 || e.kind == Kind::GEMV_F16) && ggml_type == e.ggml_type) return e.info.name;
+        if ((e.kind == Kind::GEMV_Q8 || e.kind == Kind::GEMV_F16) && weight_type == e.weight) return e.info.name;
     return std::nullopt;
 }
 
-std::optional<std::string_view> gemm_kernel_for(std::string_view ggml_type) {
+std::optional<std::string_view> gemm_kernel_for(gguf::Type weight_type) {
     for (const Entry& e : ENTRIES)
-        if (e.kind == Kind::GEMM && ggml_type == e.ggml_type) return e.info.name;
+        if (e.kind == Kind::GEMM && weight_type == e.weight) return e.info.name;
     return std::nullopt;
 }
 

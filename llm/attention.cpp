@@ -46,7 +46,7 @@ Tensor section_freq_factors(const RopeConfig& rope) {
 
 }  // namespace
 
-AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il) {
+AttentionWeights AttentionWeights::load(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
     AttentionWeights w;
     // matmul-only weights: in the CPU kernels' streaming layout where it applies (engine::pack_for_linear),
@@ -75,12 +75,13 @@ AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int
     return w;
 }
 
-void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) {
+void AttentionWeights::init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const {
     s.k = Tensor::empty({n_ctx, c.n_head_kv, c.head_dim_k}, kv_dtype);
     s.v = Tensor::empty({n_ctx, c.n_head_kv, c.head_dim_v}, kv_dtype);
 }
 
-Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
+Tensor AttentionWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    const AttentionWeights& w = *this;
     const Dim T = x.dim(0);
     const int H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
     const int n_q = H * Dk * (c.attn_gate ? 2 : 1);

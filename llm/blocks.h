@@ -7,10 +7,18 @@
 #include "llm/config.h"
 #include "llm/weights_impl.h"
 
+#include <variant>
+
 namespace llm {
 
 using engine::Dim;
 using engine::Tensor;
+
+// A layer's token mixer (attention, MLA, GatedDeltaNet, KDA) and its feed-forward (dense, MoE) are each
+// one of their kinds (Mixer, FeedForward below); every kind has the same three members:
+//   static W load(L, config, il)   its weights, checked against the config
+//   init_state(...)                its part of a sequence's LayerState (mixers)
+//   forward(config, x, ...)        (T, D) -> (T, D)
 
 // Per-layer sequence state. Attention layers use k/v; recurrent layers (GatedDeltaNet, KDA) conv/ssm.
 struct LayerState {
@@ -31,18 +39,22 @@ struct AttentionWeights {
     Tensor attn_sinks;                    // (H) per-head sink logits (attn_sinks)
     int window = 0;                       // this layer's sliding window (0: full attention)
     Tensor rope_freq_factors;             // (rope_dim/2) multi-section RoPE: +inf where a pair stays still
+
+    static AttentionWeights load(const WeightLoader& L, const ModelConfig& c, int il);
+    void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;
+    Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
 };
 // The GGUF's RoPE scaling (linear or YaRN) in the form engine::rope takes it.
 engine::RopeScaling rope_scaling(const RopeConfig& r);
-AttentionWeights load_attention(const WeightLoader& L, const ModelConfig& c, int il);
-void init_attention_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
-Tensor attention(const AttentionWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
 
 // --- feed-forward (llm/ffn.cpp): SwiGLU ---------------------------------------------------------------
 struct FfnWeights {
     Tensor ffn_gate, ffn_up;  // (F, D); unset when ffn_gate_up is set
     Tensor ffn_down;          // (D, F)
     Tensor ffn_gate_up;       // gate|up stacked in one packed weight (engine::pack_for_linear)
+
+    static FfnWeights load(const WeightLoader& L, const ModelConfig& c, int il);  // of width n_ff
+    Tensor forward(const ModelConfig& c, const Tensor& x) const;
 };
 FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix = "");
 Tensor ffn(const FfnWeights& w, const Tensor& x);  // (T, D) -> (T, D)
@@ -59,6 +71,9 @@ struct MoeWeights {
     Tensor ffn_down_exps_b;                  // (E, D)
     FfnWeights shexp;                        // ffn_{gate,up,down}_shexp (n_expert_shared > 0)
     Tensor ffn_gate_inp_shexp;               // (1, D) sigmoid gate of the shared expert (shared_gate)
+
+    static MoeWeights load(const WeightLoader& L, const ModelConfig& c, int il);
+    Tensor forward(const ModelConfig& c, const Tensor& x) const;
 };
 MoeWeights load_moe(const WeightLoader& L, const MoeConfig& m, int il, int n_embd);
 // (T, D) -> (T, D): Σ over the chosen experts of weight · expert(x), plus the shared expert.
@@ -76,10 +91,11 @@ struct MlaWeights {
     Tensor attn_k_b;                           // (H, R, Dn): latent -> each head's key (nope part)
     Tensor attn_v_b;                           // (H, Dv, R): latent -> each head's value
     Tensor attn_output;                        // (D, H*Dv)
+
+    static MlaWeights load(const WeightLoader& L, const ModelConfig& c, int il);
+    void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;
+    Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
 };
-MlaWeights load_mla(const WeightLoader& L, const ModelConfig& c, int il);
-void init_mla_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype);
-Tensor mla_attention(const MlaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
 
 // --- GatedDeltaNet (llm/gated_delta_net.cpp): qwen3next / qwen35 linear-attention layers ------------
 // Hk = ssm.group_count q/k heads of Dk = ssm.state_size, Hv = ssm.time_step_rank v heads of Dv.
@@ -93,10 +109,11 @@ struct GatedDeltaNetWeights {
     Tensor ssm_ba;                // (2*Hv, D) (qwen3next): per k head, Hv/Hk betas then Hv/Hk alphas
     Tensor ssm_norm;              // (Dv)
     Tensor ssm_out;               // (D, Hv*Dv)
+
+    static GatedDeltaNetWeights load(const WeightLoader& L, const ModelConfig& c, int il);
+    void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;  // f32 state
+    Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
 };
-GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConfig& c, int il);
-void init_gated_delta_net_state(LayerState& s, const ModelConfig& c);
-Tensor gated_delta_net(const GatedDeltaNetWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
 
 // --- Kimi delta attention (llm/kda.cpp): kimi-linear's recurrent layers --------------------------------
 // H = n_head heads of Dh = kda.head_dim for q, k and v alike.
@@ -110,10 +127,20 @@ struct KdaWeights {
     Tensor ssm_g_a, ssm_g_b;        // (Dh, D), (H*Dh, Dh): the output gate
     Tensor ssm_norm;                // (Dh)
     Tensor attn_output;             // (D, H*Dh)
+
+    static KdaWeights load(const WeightLoader& L, const ModelConfig& c, int il);
+    void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;  // f32 state
+    Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
 };
-KdaWeights load_kda(const WeightLoader& L, const ModelConfig& c, int il);
-void init_kda_state(LayerState& s, const ModelConfig& c);
-Tensor kda(const KdaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+
+// --- a layer: its mixer and its feed-forward, each one of their kinds ---------------------------------
+using Mixer = std::variant<AttentionWeights, MlaWeights, GatedDeltaNetWeights, KdaWeights>;  // as LayerKind
+using FeedForward = std::variant<FfnWeights, MoeWeights>;
+Mixer load_mixer(const WeightLoader& L, const ModelConfig& c, int il);            // of c.layer_kind[il]
+FeedForward load_feed_forward(const WeightLoader& L, const ModelConfig& c, int il);  // MoE where c.is_moe_layer(il)
+// The forward of the kind held: (T, D) -> (T, D).
+Tensor mix(const Mixer& m, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s);
+Tensor feed_forward(const FeedForward& f, const ModelConfig& c, const Tensor& x);
 
 // x / max(‖x‖, eps) over the last axis (ggml_l2_norm): the q/k normalization of the delta-rule layers.
 Tensor l2_norm(const Tensor& x, double eps);

@@ -2,6 +2,7 @@
 // errors into TemplateError with the template line, and provides the fallback templates.
 #include "llm/chat_template.h"
 
+#include "llm/config.h"
 #include "llm/jinja_render.h"
 
 namespace llm {
@@ -186,15 +187,17 @@ std::string ChatTemplate::fallback_source(const std::string& pre, const std::str
             if (pre == n) return true;
         return false;
     };
+    const Architecture* a = find_architecture(arch);
+    const ChatFallback by_arch = a ? a->chat_fallback : ChatFallback::NONE;
     const char* body = CHATML;
     if (is({"llama3", "llama-v3", "llama-bpe"})) body = LLAMA3;
     else if (is({"deepseek-v3", "deepseek-llm", "deepseek-r1-qwen"})) body = DEEPSEEK;
     else if (is({"glm4", "chatglm-bpe"})) body = GLM4;
     else if (is({"tekken"})) body = MISTRAL;
     else if (is({"kimi-k2"})) body = KIMI;
-    else if (arch == "gpt-oss") body = HARMONY;
+    else if (by_arch == ChatFallback::HARMONY) body = HARMONY;
     else if (arch == "gemma" || arch == "gemma2" || arch == "gemma3") body = GEMMA;
-    else if (arch == "llama" && pre.empty()) body = LLAMA2;
+    else if (by_arch == ChatFallback::LLAMA2_WITHOUT_PRE && pre.empty()) body = LLAMA2;
     return std::string(CONTENT_MACRO) + body;
 }
 

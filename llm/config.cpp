@@ -16,8 +16,30 @@ namespace {
     throw std::runtime_error("[model] " + f.path() + ": " + msg);
 }
 
-const char* const SUPPORTED[] = {"llama",   "qwen2",     "qwen3",       "qwen3moe", "olmoe",   "deepseek2", "glm4moe",
-                                 "qwen3next", "qwen35", "qwen35moe", "kimi-linear", "gpt-oss"};
+using enum LayerPattern;
+using enum QkNorm;
+using enum Gating;
+
+// The architecture table: one row each, only what differs from Architecture's defaults.
+const Architecture ARCHITECTURES[] = {
+    {.name = "llama", .rope = RopeType::NORM, .chat_fallback = ChatFallback::LLAMA2_WITHOUT_PRE},
+    {.name = "qwen2", .qkv_bias = true},
+    {.name = "qwen3", .qk_norm = PER_HEAD},
+    {.name = "qwen3moe", .qk_norm = PER_HEAD, .norm_topk = true, .moe_keys = false},
+    {.name = "olmoe", .qk_norm = FULL_WIDTH, .moe_keys = false},
+    {.name = "deepseek2", .rope = RopeType::NORM, .layers = MLA, .deepseek_yarn = true},
+    {.name = "glm4moe", .qkv_bias = true, .qk_norm = PER_HEAD_IF_PRESENT, .ffn_norm = "post_attention_norm",
+     .gating = SIGMOID},  // GLM-4.5-Air has no q/k norm
+    {.name = "qwen3next", .layers = GATED_DELTA_NET, .qk_norm = PER_HEAD, .attn_gate = true, .ffn_norm = "post_attention_norm",
+     .norm_topk = true, .moe_keys = false, .gated_shared_expert = true, .ssm_qk_interleaved = true, .ssm_fused_ba = true},
+    {.name = "qwen35", .layers = GATED_DELTA_NET, .qk_norm = PER_HEAD, .attn_gate = true, .ffn_norm = "post_attention_norm"},
+    {.name = "qwen35moe", .layers = GATED_DELTA_NET, .qk_norm = PER_HEAD, .attn_gate = true, .ffn_norm = "post_attention_norm",
+     .norm_topk = true, .moe_keys = false, .gated_shared_expert = true},
+    {.name = "kimi-linear", .rope = RopeType::NONE, .layers = KDA, .norm_topk = true},  // its MLA layers carry no RoPE
+    {.name = "gpt-oss", .qkv_bias = true, .attn_out_bias = true, .attn_sinks = true, .swa_pattern = true,
+     .ffn_norm = "post_attention_norm", .gating = SOFTMAX_WEIGHT, .moe_keys = false, .moe_biases = true,
+     .swiglu_limit = 7.0f, .swiglu_alpha = 1.702f, .chat_fallback = ChatFallback::HARMONY},
+};
 
 // Sane bounds for sizes a GGUF declares, checked before anything is sized by them (a hostile file's
 // block_count = INT32_MAX would otherwise allocate gigabytes of per-layer vectors). Real models stay
@@ -44,10 +66,6 @@ int32_t checked(const gguf::File& f, const Range& r, const int32_t* fallback = n
 }
 int32_t checked_or(const gguf::File& f, const Range& r, int32_t fallback) { return checked(f, r, &fallback); }
 
-bool is_one_of(const std::string& arch, std::initializer_list<const char*> names) {
-    return std::any_of(names.begin(), names.end(), [&](const char* n) { return arch == n; });
-}
-
 // Some keys are a scalar in most files and a per-layer array in others (kimi-linear head_count_kv).
 std::vector<int> per_layer(const gguf::File& f, const std::string& key, int n_layer, int fallback) {
     const gguf::Value* v = f.find(key);
@@ -64,7 +82,7 @@ std::vector<int> per_layer(const gguf::File& f, const std::string& key, int n_la
 // Frequency scaling as llama.cpp sets it up (llama_model::load_hparams, then llama_context): the
 // scaling type defaults to linear (a no-op without a factor); YaRN's beta_fast/slow keep their defaults
 // for every architecture here (llama.cpp reads them only for grok and mistral3).
-void read_rope_scaling(const gguf::File& f, ModelConfig& c) {
+void read_rope_scaling(const gguf::File& f, const Architecture& a, ModelConfig& c) {
     RopeConfig& r = c.rope;
     std::string scaling = f.get_or<std::string>(".rope.scaling.type", "linear");
     if (scaling != "none" && scaling != "linear" && scaling != "yarn")
@@ -73,7 +91,7 @@ void read_rope_scaling(const gguf::File& f, ModelConfig& c) {
     r.freq_scale = scaling == "none" || factor == 0.0f ? 1.0f : 1.0f / factor;
     if (!(r.freq_scale > 0.0f) || !std::isfinite(r.freq_scale)) fail(f, "rope.scaling.factor must be positive");
     r.yarn_orig_ctx = f.get_or<int32_t>(".rope.scaling.original_context_length", c.n_ctx_train);
-    if (c.arch == "deepseek2") r.yarn_log_mul = f.get_or<float>(".rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;  // stored × 0.1
+    if (a.deepseek_yarn) r.yarn_log_mul = f.get_or<float>(".rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;  // stored × 0.1
     r.yarn = scaling == "yarn";
     r.yarn_ext_factor = r.yarn ? 1.0f : 0.0f;
     r.yarn_attn_factor = 1.0f;
@@ -83,7 +101,7 @@ void read_rope_scaling(const gguf::File& f, ModelConfig& c) {
         auto get_mscale = [&](float mscale) { return s <= 1.0f ? 1.0f : 0.1f * mscale * std::log(s) + 1.0f; };
         if (r.yarn_log_mul != 0.0f) {
             // DeepSeek-V2 configs set mscale = mscale_all_dim (llama.cpp assumes mscale 1 otherwise)
-            float mscale = c.arch == "deepseek2" && r.yarn_log_mul != 1.0f ? r.yarn_log_mul : 1.0f;
+            float mscale = a.deepseek_yarn && r.yarn_log_mul != 1.0f ? r.yarn_log_mul : 1.0f;
             r.yarn_attn_factor = get_mscale(mscale) / get_mscale(r.yarn_log_mul);
         } else {
             r.yarn_attn_factor = get_mscale(1.0f);
@@ -93,25 +111,21 @@ void read_rope_scaling(const gguf::File& f, ModelConfig& c) {
     r.yarn_attn_factor *= f.get_or<float>(".rope.scaling.attn_factor", 1.0f);
 }
 
-void read_rope(const gguf::File& f, ModelConfig& c) {
-    const std::string& a = c.arch;
-    if (is_one_of(a, {"llama", "deepseek2"})) c.rope.type = RopeType::NORM;
-    else if (a == "kimi-linear") c.rope.type = RopeType::NONE;  // its MLA layers carry no RoPE
-    else c.rope.type = RopeType::NEOX;  // qwen*, olmoe, glm4moe, gpt-oss; qwen35's multi-section is NEOX-shaped
+void read_rope(const gguf::File& f, const Architecture& a, ModelConfig& c) {
+    c.rope.type = a.rope;  // qwen35's multi-section RoPE is NEOX-shaped
     c.rope.n_dims = checked_or(f, {".rope.dimension_count", 0, MAX_WIDTH}, c.head_dim_k);
     c.rope.freq_base = f.get_or<float>(".rope.freq_base", 10000.0f);
     if (f.has(".rope.dimension_sections")) {
         auto s = f.get<std::vector<int32_t>>(".rope.dimension_sections");
         c.rope.sections.assign(s.begin(), s.end());
     }
-    read_rope_scaling(f, c);
+    read_rope_scaling(f, a, c);
 }
 
-void read_moe(const gguf::File& f, ModelConfig& c) {
+void read_moe(const gguf::File& f, const Architecture& a, ModelConfig& c) {
     MoeConfig& m = c.moe;
     m.n_expert = checked_or(f, {".expert_count", 0, MAX_EXPERTS}, 0);
     if (m.n_expert == 0) return;
-    const std::string& a = c.arch;
     m.n_expert_used = checked(f, {".expert_used_count", 1, m.n_expert});
     if (m.n_expert_used < 1 || m.n_expert_used > m.n_expert)
         fail(f, "expert_used_count " + std::to_string(m.n_expert_used) + " is outside 1.." + std::to_string(m.n_expert));
@@ -127,38 +141,26 @@ void read_moe(const gguf::File& f, ModelConfig& c) {
                     std::to_string(m.n_expert) + " experts");
     int gating = f.get_or<int32_t>(".expert_gating_func", 0);
     if (gating < 0 || gating > 4) fail(f, "unknown expert_gating_func " + std::to_string(gating));
-    if (is_one_of(a, {"qwen3next", "qwen35moe"})) {
+    if (a.gated_shared_expert) {
         m.n_expert_shared = 1;  // always one sigmoid-gated shared expert, as wide as the dense FFN by default
         m.shared_gate = true;
         m.n_ff_shexp = checked_or(f, {".expert_shared_feed_forward_length", 0, MAX_WIDTH}, c.n_ff);
     } else {
         m.n_ff_shexp = m.n_ff_exp * std::max(1, m.n_expert_shared);
     }
-    if (is_one_of(a, {"qwen3moe", "qwen3next", "qwen35moe"})) {
-        m.gating = Gating::SOFTMAX;
-        m.norm_topk = true;
-    } else if (a == "olmoe") {
-        m.gating = Gating::SOFTMAX;
-        m.norm_topk = false;
-    } else if (a == "gpt-oss") {
-        m.gating = Gating::SOFTMAX_WEIGHT;  // softmax over the selected logits
-        m.router_bias = m.expert_bias = true;
-        m.swiglu_limit = 7.0f;
-        m.swiglu_alpha = 1.702f;
-    } else {  // deepseek2, glm4moe, kimi-linear
-        // Without the key llama.cpp assumes sigmoid for GLM-4.5 and softmax for DeepSeek-V2.
-        Gating fallback = a == "glm4moe" ? Gating::SIGMOID : Gating::SOFTMAX;
-        m.gating = gating ? static_cast<Gating>(gating) : fallback;
-        m.norm_topk = f.get_or<bool>(".expert_weights_norm", false) || a == "kimi-linear";  // llama.cpp: always for kimi
-        // DeepSeek-V3 and its descendants carry a selection bias; V2 does not.
-        m.selection_bias = f.find_tensor("blk." + std::to_string(m.n_leading_dense) + ".exp_probs_b.bias") != nullptr;
-    }
+    m.gating = a.moe_keys && gating ? static_cast<Gating>(gating) : a.gating;
+    m.norm_topk = a.norm_topk || (a.moe_keys && f.get_or<bool>(".expert_weights_norm", false));
+    m.router_bias = m.expert_bias = a.moe_biases;
+    m.swiglu_limit = a.swiglu_limit;
+    m.swiglu_alpha = a.swiglu_alpha;
+    // DeepSeek-V3 and its descendants carry a selection bias; V2, under the same architecture, does not.
+    if (a.moe_keys) m.selection_bias = f.find_tensor("blk." + std::to_string(m.n_leading_dense) + ".exp_probs_b.bias") != nullptr;
 }
 
 // Multi-head latent attention (deepseek2, kimi-linear's MLA layers), in the split form: attn_k_b and
 // attn_v_b per head. key_length/value_length then describe the absorbed MQA form (kv_lora_rank + rope,
 // kv_lora_rank); the per-head sizes are key_length_mla/value_length_mla.
-void read_mla(const gguf::File& f, ModelConfig& c) {
+void read_mla(const gguf::File& f, const Architecture& a, ModelConfig& c) {
     MlaConfig& m = c.mla;
     m.q_lora_rank = f.get_or<int32_t>(".attention.q_lora_rank", 0);
     m.kv_lora_rank = f.get<int32_t>(".attention.kv_lora_rank");
@@ -176,7 +178,7 @@ void read_mla(const gguf::File& f, ModelConfig& c) {
     if (f.get_or<float>(".attention.temperature_scale", 0.0f) != 0.0f)  // Mistral-Large-3-style query scaling
         fail(f, "attention.temperature_scale (attention temperature tuning) is not supported");
     m.kq_scale = 1.0f / std::sqrt(float(m.head_dim_k));
-    if (c.arch == "deepseek2") {
+    if (a.deepseek_yarn) {
         // llama.cpp folds YaRN's attention temperature into the logit scale: mscale² with
         // mscale = attn_factor · (1 + 0.1 ln s) · (1 + 0.1 · yarn_log_mul · ln s), s = 1 / freq_scale.
         float ln_s = std::log(1.0f / c.rope.freq_scale);
@@ -186,6 +188,14 @@ void read_mla(const gguf::File& f, ModelConfig& c) {
 }
 
 }  // namespace
+
+std::span<const Architecture> architectures() { return ARCHITECTURES; }
+
+const Architecture* find_architecture(std::string_view name) {
+    for (const Architecture& a : ARCHITECTURES)
+        if (name == a.name) return &a;
+    return nullptr;
+}
 
 bool ModelConfig::has_recurrent_layers() const {
     return std::any_of(layer_kind.begin(), layer_kind.end(),
@@ -221,11 +231,13 @@ ModelConfig read_config(const gguf::File& f) {
     ModelConfig c;
     c.arch = f.architecture();
     if (c.arch.empty()) fail(f, "general.architecture is missing");
-    if (std::none_of(std::begin(SUPPORTED), std::end(SUPPORTED), [&](const char* a) { return c.arch == a; })) {
+    const Architecture* row = find_architecture(c.arch);
+    if (!row) {
         std::string list;
-        for (const char* a : SUPPORTED) list += std::string(list.empty() ? "" : ", ") + a;
+        for (const Architecture& a : ARCHITECTURES) list += std::string(list.empty() ? "" : ", ") + a.name;
         fail(f, "unsupported architecture '" + c.arch + "' (supported: " + list + ")");
     }
+    const Architecture& a = *row;
     c.name = f.get_or<std::string>("general.name", "");
     c.n_embd = checked(f, {".embedding_length", 1, MAX_WIDTH});
     const int n_layer_all = checked(f, {".block_count", 1, MAX_BLOCKS});
@@ -253,34 +265,37 @@ ModelConfig read_config(const gguf::File& f) {
     c.n_vocab = static_cast<int>(n_vocab);
     c.tied_output = f.find_tensor("output.weight") == nullptr;
 
-    const std::string& a = c.arch;
-    c.qkv_bias = is_one_of(a, {"qwen2", "glm4moe", "gpt-oss"});
-    c.attn_out_bias = a == "gpt-oss";
-    c.qk_norm = is_one_of(a, {"qwen3", "qwen3moe", "olmoe", "qwen3next", "qwen35", "qwen35moe"}) ||
-                (a == "glm4moe" && f.find_tensor("blk.0.attn_q_norm.weight"));  // GLM-4.5-Air has none
-    c.qk_norm_full = a == "olmoe";
-    c.attn_gate = is_one_of(a, {"qwen3next", "qwen35", "qwen35moe"});
-    c.post_attn_norm_is_ffn_norm = is_one_of(a, {"glm4moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe"});
-    c.attn_sinks = a == "gpt-oss";
+    c.qkv_bias = a.qkv_bias;
+    c.attn_out_bias = a.attn_out_bias;
+    c.qk_norm = a.qk_norm == PER_HEAD || a.qk_norm == FULL_WIDTH ||
+                (a.qk_norm == PER_HEAD_IF_PRESENT && f.find_tensor("blk.0.attn_q_norm.weight"));
+    c.qk_norm_full = a.qk_norm == FULL_WIDTH;
+    c.attn_gate = a.attn_gate;
+    c.ffn_norm = a.ffn_norm;
+    c.attn_sinks = a.attn_sinks;
 
-    read_rope(f, c);
-    read_moe(f, c);
+    read_rope(f, a, c);
+    read_moe(f, a, c);
 
-    // Sliding window: gpt-oss alternates sliding and full attention; of every `pattern` layers the
-    // last is full (llama.cpp's set_swa_pattern, default 2: even layers slide).
+    // Sliding window: with swa_pattern (gpt-oss), of every `pattern` layers the last is full attention
+    // (llama.cpp's set_swa_pattern, default 2: even layers slide).
     c.swa_layer.assign(c.n_layer, false);
     c.sliding_window = checked_or(f, {".attention.sliding_window", 0, MAX_CONTEXT}, 0);
-    if (a == "gpt-oss" && c.sliding_window > 0) {
+    if (a.swa_pattern && c.sliding_window > 0) {
         int pattern = f.get_or<int32_t>(".attention.sliding_window_pattern", 2);
         if (pattern < 0) fail(f, "sliding_window_pattern must not be negative");
         for (int il = 0; il < c.n_layer; il++) c.swa_layer[il] = pattern == 0 || il % pattern < pattern - 1;
     }
 
-    // Layer kinds.
+    // Layer kinds, and the keys each kind reads.
     c.layer_kind.assign(c.n_layer, LayerKind::ATTENTION);
-    if (a == "deepseek2") c.layer_kind.assign(c.n_layer, LayerKind::MLA);
-    if (a == "deepseek2" || a == "kimi-linear") read_mla(f, c);
-    if (is_one_of(a, {"qwen3next", "qwen35", "qwen35moe"})) {
+    switch (a.layers) {
+    case ATTENTION: break;
+    case MLA:
+        c.layer_kind.assign(c.n_layer, LayerKind::MLA);
+        read_mla(f, a, c);
+        break;
+    case GATED_DELTA_NET: {
         int interval = f.get<int32_t>(".full_attention_interval");
         if (interval <= 0) fail(f, "full_attention_interval must be positive");
         for (int il = 0; il < c.n_layer; il++)
@@ -290,12 +305,16 @@ ModelConfig read_config(const gguf::File& f) {
         c.ssm.n_group = checked(f, {".ssm.group_count", 1, MAX_HEADS});
         c.ssm.n_v_head = checked(f, {".ssm.time_step_rank", 1, MAX_HEADS});
         c.ssm.d_inner = checked(f, {".ssm.inner_size", 1, MAX_WIDTH});
-        c.ssm.qk_heads_interleaved = a == "qwen3next";
+        c.ssm.qk_heads_interleaved = a.ssm_qk_interleaved;
+        c.ssm.fused_ba = a.ssm_fused_ba;
+        break;
     }
-    if (a == "kimi-linear") {
+    case KDA:
+        read_mla(f, a, c);
         for (int il = 0; il < c.n_layer; il++) c.layer_kind[il] = kv[il] == 0 ? LayerKind::KDA : LayerKind::MLA;
         c.ssm.conv_kernel = checked(f, {".ssm.conv_kernel", 1, 64});
         c.ssm.kda_head_dim = checked(f, {".kda.head_dim", 1, MAX_WIDTH});
+        break;
     }
     return c;
 }

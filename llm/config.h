@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gguf { class File; }
@@ -13,6 +15,48 @@ namespace llm {
 enum class RopeType { NONE, NORM, NEOX };  // NORM rotates adjacent pairs (llama); NEOX the two halves
 enum class Gating { SOFTMAX = 1, SIGMOID = 2, SOFTMAX_WEIGHT = 3, SQRT_SOFTPLUS = 4 };  // llama.cpp's ids
 enum class LayerKind { ATTENTION, MLA, GATED_DELTA_NET, KDA };
+
+// How an architecture lays out its layers (ModelConfig::layer_kind).
+enum class LayerPattern {
+    ATTENTION,        // every layer attention
+    MLA,              // every layer multi-head latent attention
+    GATED_DELTA_NET,  // GatedDeltaNet, full attention every full_attention_interval-th layer
+    KDA,              // KDA where head_count_kv is 0, MLA elsewhere (kimi-linear)
+};
+enum class QkNorm { NONE, PER_HEAD, FULL_WIDTH, PER_HEAD_IF_PRESENT };  // IF_PRESENT: when blk.0.attn_q_norm exists
+enum class ChatFallback { NONE, HARMONY, LLAMA2_WITHOUT_PRE };  // template when the file has none (llm/chat_template)
+
+// One row per GGUF architecture (general.architecture): every fact the metadata does not state, as
+// llama.cpp's model definitions have it. Adding an architecture whose math exists is one row (config.cpp).
+struct Architecture {
+    const char* name;
+    RopeType rope = RopeType::NEOX;
+    LayerPattern layers = LayerPattern::ATTENTION;
+    bool qkv_bias = false;
+    bool attn_out_bias = false;
+    QkNorm qk_norm = QkNorm::NONE;
+    bool attn_gate = false;             // sigmoid output gate on the full-attention layers
+    bool attn_sinks = false;
+    bool swa_pattern = false;           // sliding_window_pattern: of every n layers the last is full
+    const char* ffn_norm = "ffn_norm";  // GGUF name of the norm before the FFN
+    // mixture of experts
+    Gating gating = Gating::SOFTMAX;    // the gating function (the default of expert_gating_func when moe_keys)
+    bool norm_topk = false;             // renormalize the chosen weights (or'ed with expert_weights_norm when moe_keys)
+    bool moe_keys = true;               // reads expert_gating_func, expert_weights_norm and an optional exp_probs_b
+    bool gated_shared_expert = false;   // one sigmoid-gated shared expert of expert_shared_feed_forward_length
+    bool moe_biases = false;            // router and expert biases
+    float swiglu_limit = 0.0f;          // clamped SwiGLU of the experts (0: plain)
+    float swiglu_alpha = 1.0f;
+    // recurrent layers
+    bool ssm_qk_interleaved = false;    // see SsmConfig::qk_heads_interleaved
+    bool ssm_fused_ba = false;          // GatedDeltaNet beta and alpha in one ssm_ba weight
+    bool deepseek_yarn = false;         // rope.scaling.yarn_log_multiplier, folded into MLA's logit scale
+    ChatFallback chat_fallback = ChatFallback::NONE;
+};
+
+// The row of `name`, or nullptr when the architecture is not supported.
+const Architecture* find_architecture(std::string_view name);
+std::span<const Architecture> architectures();
 
 struct RopeConfig {
     RopeType type = RopeType::NORM;
@@ -67,6 +111,7 @@ struct SsmConfig {
     int d_inner = 0;             // v heads × v head dim (ssm.inner_size)
     bool qk_heads_interleaved = false;  // v head h reads q/k head h / (n_v_head / n_group) (qwen3next),
                                         // else h % n_group (qwen35: its converter orders the v heads so)
+    bool fused_ba = false;              // beta and alpha projections in one ssm_ba weight (qwen3next)
     int kda_head_dim = 0;        // Kimi delta attention head dim
 };
 
@@ -90,7 +135,7 @@ struct ModelConfig {
     bool qk_norm = false;        // RMSNorm of q and k per head (or over the full width: qk_norm_full)
     bool qk_norm_full = false;
     bool attn_gate = false;      // gated attention output (qwen3next/qwen35 full-attention layers)
-    bool post_attn_norm_is_ffn_norm = false;  // the FFN norm tensor is named post_attention_norm
+    std::string ffn_norm = "ffn_norm";  // GGUF name of the norm before the FFN (or post_attention_norm)
     bool attn_sinks = false;
     int sliding_window = 0;      // 0: none
     std::vector<bool> swa_layer; // per layer: sliding-window attention

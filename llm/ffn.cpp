@@ -25,4 +25,7 @@ Tensor ffn(const FfnWeights& w, const Tensor& x) {
     return engine::linear(h, w.ffn_down);                                                   // (T, D)
 }
 
+FfnWeights FfnWeights::load(const WeightLoader& L, const ModelConfig& c, int il) { return load_ffn(L, il, c.n_ff, c.n_embd); }
+Tensor FfnWeights::forward(const ModelConfig&, const Tensor& x) const { return ffn(*this, x); }
+
 }  // namespace llm

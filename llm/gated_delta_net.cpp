@@ -27,7 +27,7 @@ Tensor l2_norm(const Tensor& x_in, double eps) {
     return x / engine::maximum(engine::sqrt((x * x).sum(-1, true)), eps);
 }
 
-GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConfig& c, int il) {
+GatedDeltaNetWeights GatedDeltaNetWeights::load(const WeightLoader& L, const ModelConfig& c, int il) {
     const Dims d = dims_of(c);
     const int D = c.n_embd;
     if (d.Hk <= 0 || d.Hv <= 0 || d.Dk <= 0 || d.Hv % d.Hk || d.Dv != d.Dk || d.Hv * d.Dv != c.ssm.d_inner ||
@@ -42,7 +42,7 @@ GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConf
     w.ssm_conv1d = L.layer(il, "ssm_conv1d.weight", {d.conv_channels, c.ssm.conv_kernel});
     w.ssm_dt_b = L.layer(il, "ssm_dt.bias", {d.Hv});
     w.ssm_a = L.layer(il, "ssm_a", {d.Hv});
-    if (c.arch == "qwen3next") {
+    if (c.ssm.fused_ba) {
         w.ssm_ba = L.layer(il, "ssm_ba.weight", {2 * d.Hv, D});
     } else {
         w.ssm_beta = L.layer(il, "ssm_beta.weight", {d.Hv, D});
@@ -53,13 +53,14 @@ GatedDeltaNetWeights load_gated_delta_net(const WeightLoader& L, const ModelConf
     return w;
 }
 
-void init_gated_delta_net_state(LayerState& s, const ModelConfig& c) {
+void GatedDeltaNetWeights::init_state(LayerState& s, const ModelConfig& c, int, engine::DType) const {
     const Dims d = dims_of(c);
     s.conv = Tensor::empty({c.ssm.conv_kernel - 1, d.conv_channels}, engine::f32);
     s.ssm = Tensor::empty({d.Hv, d.Dv, d.Dk}, engine::f32);
 }
 
-Tensor gated_delta_net(const GatedDeltaNetWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
+Tensor GatedDeltaNetWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    const GatedDeltaNetWeights& w = *this;
     const Dims d = dims_of(c);
     const Dim T = x.dim(0);
     Tensor b, a;  // (T, Hv) beta and alpha logits

@@ -8,7 +8,7 @@
 
 namespace llm {
 
-KdaWeights load_kda(const WeightLoader& L, const ModelConfig& c, int il) {
+KdaWeights KdaWeights::load(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Dh = c.ssm.kda_head_dim, K = c.ssm.conv_kernel, HD = H * Dh;
     if (Dh <= 0 || K < 2)
         throw std::runtime_error("[model] " + L.file().path() + ": kda.head_dim must be positive and ssm.conv_kernel at least 2");
@@ -35,13 +35,14 @@ KdaWeights load_kda(const WeightLoader& L, const ModelConfig& c, int il) {
     return w;
 }
 
-void init_kda_state(LayerState& s, const ModelConfig& c) {
+void KdaWeights::init_state(LayerState& s, const ModelConfig& c, int, engine::DType) const {
     const int H = c.n_head, Dh = c.ssm.kda_head_dim;
     s.conv = Tensor::empty({c.ssm.conv_kernel - 1, 3 * H * Dh}, engine::f32);
     s.ssm = Tensor::empty({H, Dh, Dh}, engine::f32);
 }
 
-Tensor kda(const KdaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
+Tensor KdaWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    const KdaWeights& w = *this;
     using engine::linear;
     const Dim T = x.dim(0);
     const int H = c.n_head, Dh = c.ssm.kda_head_dim, HD = H * Dh;

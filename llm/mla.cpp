@@ -6,7 +6,7 @@
 
 namespace llm {
 
-MlaWeights load_mla(const WeightLoader& L, const ModelConfig& c, int il) {
+MlaWeights MlaWeights::load(const WeightLoader& L, const ModelConfig& c, int il) {
     const MlaConfig& m = c.mla;
     const int D = c.n_embd, H = c.n_head, R = m.kv_lora_rank, Dr = m.rope_dim, Dk = m.head_dim_k, Dv = m.head_dim_v;
     MlaWeights w;
@@ -25,11 +25,12 @@ MlaWeights load_mla(const WeightLoader& L, const ModelConfig& c, int il) {
     return w;
 }
 
-void init_mla_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) {
+void MlaWeights::init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const {
     s.kv_latent = Tensor::empty({n_ctx, 1, c.mla.kv_lora_rank + c.mla.rope_dim}, kv_dtype);
 }
 
-Tensor mla_attention(const MlaWeights& w, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
+Tensor MlaWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    const MlaWeights& w = *this;
     const MlaConfig& m = c.mla;
     const Dim T = x.dim(0);
     const int H = c.n_head, R = m.kv_lora_rank, Dr = m.rope_dim, Dn = m.head_dim_k - Dr, Dv = m.head_dim_v;

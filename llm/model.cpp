@@ -7,6 +7,30 @@
 
 namespace llm {
 
+// The one place a layer kind picks its weights' type; state and forward then follow the variant.
+Mixer load_mixer(const WeightLoader& L, const ModelConfig& c, int il) {
+    switch (c.layer_kind[il]) {
+        case LayerKind::ATTENTION: return AttentionWeights::load(L, c, il);
+        case LayerKind::MLA: return MlaWeights::load(L, c, il);
+        case LayerKind::GATED_DELTA_NET: return GatedDeltaNetWeights::load(L, c, il);
+        case LayerKind::KDA: return KdaWeights::load(L, c, il);
+    }
+    throw std::logic_error("[model] unknown layer kind");
+}
+
+FeedForward load_feed_forward(const WeightLoader& L, const ModelConfig& c, int il) {
+    if (c.is_moe_layer(il)) return MoeWeights::load(L, c, il);
+    return FfnWeights::load(L, c, il);
+}
+
+Tensor mix(const Mixer& m, const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) {
+    return std::visit([&](const auto& w) { return w.forward(c, x, start_pos, s); }, m);
+}
+
+Tensor feed_forward(const FeedForward& f, const ModelConfig& c, const Tensor& x) {
+    return std::visit([&](const auto& w) { return w.forward(c, x); }, f);
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path) {
     auto m = std::make_unique<Model>();
     std::shared_ptr<const gguf::File> file = gguf::File::open(path);
@@ -31,15 +55,9 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     for (int il = 0; il < c.n_layer; il++) {
         Layer& l = m->layers[il];
         l.attn_norm = L.layer(il, "attn_norm.weight", {D});
-        l.ffn_norm = L.layer(il, c.post_attn_norm_is_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight", {D});
-        switch (c.layer_kind[il]) {
-            case LayerKind::ATTENTION: l.attn = load_attention(L, c, il); break;
-            case LayerKind::MLA: l.mla = load_mla(L, c, il); break;
-            case LayerKind::GATED_DELTA_NET: l.gdn = load_gated_delta_net(L, c, il); break;
-            case LayerKind::KDA: l.kda = load_kda(L, c, il); break;
-        }
-        if (c.is_moe_layer(il)) l.moe = load_moe(L, c.moe, il, D);
-        else l.ffn = load_ffn(L, il, c.n_ff, D);
+        l.ffn_norm = L.layer(il, c.ffn_norm + ".weight", {D});
+        l.mixer = load_mixer(L, c, il);
+        l.ffn = load_feed_forward(L, c, il);
     }
     return m;
 }
@@ -48,29 +66,9 @@ State Model::new_state(int n_ctx, engine::DType kv_dtype) const {
     State s;
     s.n_ctx = n_ctx;
     s.layers.resize(config_.n_layer);
-    for (int il = 0; il < config_.n_layer; il++) {
-        switch (config_.layer_kind[il]) {
-            case LayerKind::ATTENTION: init_attention_state(s.layers[il], config_, n_ctx, kv_dtype); break;
-            case LayerKind::MLA: init_mla_state(s.layers[il], config_, n_ctx, kv_dtype); break;
-            case LayerKind::GATED_DELTA_NET: init_gated_delta_net_state(s.layers[il], config_); break;
-            case LayerKind::KDA: init_kda_state(s.layers[il], config_); break;
-        }
-    }
+    for (int il = 0; il < config_.n_layer; il++)
+        std::visit([&](const auto& m) { m.init_state(s.layers[il], config_, n_ctx, kv_dtype); }, layers[il].mixer);
     return s;
-}
-
-Tensor Model::mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const {
-    switch (config_.layer_kind[il]) {
-        case LayerKind::MLA: return mla_attention(layers[il].mla, config_, x, start_pos, s);
-        case LayerKind::GATED_DELTA_NET: return gated_delta_net(layers[il].gdn, config_, x, start_pos, s);
-        case LayerKind::KDA: return kda(layers[il].kda, config_, x, start_pos, s);
-        default: return attention(layers[il].attn, config_, x, start_pos, s);
-    }
-}
-
-Tensor Model::feed_forward(int il, const Tensor& x) const {
-    if (config_.is_moe_layer(il)) return moe_ffn(layers[il].moe, config_.moe, x);
-    return ffn(layers[il].ffn, x);
 }
 
 Tensor Model::blocks(const Tensor& tokens, const Dim& start_pos, State& state) const {
@@ -78,8 +76,8 @@ Tensor Model::blocks(const Tensor& tokens, const Dim& start_pos, State& state) c
     Tensor x = engine::embedding(token_embd, tokens);  // (T, D)
     for (int il = 0; il < c.n_layer; il++) {
         const Layer& l = layers[il];
-        Tensor h = x + mixer(il, engine::rms_norm(x, l.attn_norm, c.rms_eps), start_pos, state.layers[il]);
-        x = h + feed_forward(il, engine::rms_norm(h, l.ffn_norm, c.rms_eps));
+        Tensor h = x + mix(l.mixer, c, engine::rms_norm(x, l.attn_norm, c.rms_eps), start_pos, state.layers[il]);
+        x = h + feed_forward(l.ffn, c, engine::rms_norm(h, l.ffn_norm, c.rms_eps));
     }
     return x;
 }

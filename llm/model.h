@@ -22,12 +22,8 @@ struct State {
 struct Layer {
     Tensor attn_norm;            // (D)
     Tensor ffn_norm;             // (D)
-    AttentionWeights attn;       // LayerKind::ATTENTION
-    MlaWeights mla;              // LayerKind::MLA
-    GatedDeltaNetWeights gdn;    // LayerKind::GATED_DELTA_NET
-    KdaWeights kda;              // LayerKind::KDA
-    FfnWeights ffn;              // dense feed-forward
-    MoeWeights moe;              // mixture of experts (config.is_moe_layer)
+    Mixer mixer;                 // of config.layer_kind[il]
+    FeedForward ffn;             // mixture of experts where config.is_moe_layer(il), else dense
 };
 
 class Model {
@@ -48,8 +44,6 @@ public:
     Tensor hidden(const Tensor& tokens, const Dim& start_pos, State& state) const;
 
 private:
-    Tensor mixer(int il, const Tensor& x, const Dim& start_pos, LayerState& s) const;
-    Tensor feed_forward(int il, const Tensor& x) const;
     Tensor blocks(const Tensor& tokens, const Dim& start_pos, State& state) const;  // (T, D) before output_norm
 
     std::shared_ptr<const gguf::File> file_;

@@ -94,4 +94,7 @@ Tensor moe_ffn(const MoeWeights& w, const MoeConfig& m, const Tensor& x) {
     return out;
 }
 
+MoeWeights MoeWeights::load(const WeightLoader& L, const ModelConfig& c, int il) { return load_moe(L, c.moe, il, c.n_embd); }
+Tensor MoeWeights::forward(const ModelConfig& c, const Tensor& x) const { return moe_ffn(*this, c.moe, x); }
+
 }  // namespace llm

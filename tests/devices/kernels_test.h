@@ -138,7 +138,7 @@ inline std::vector<float> dequantize(Type t, const uint8_t* w, int64_t n) {
         gguf::type_traits(t).dequantize(w, out.data(), n);
         return out;
     }
-    const cpu_kernels::QuantLayout& layout = *cpu_kernels::quant_layout(t);
+    const gguf::CodeLayout& layout = *cpu_kernels::quant_layout(t);
     const auto decode = cpu_kernels::decode_block_fn(t);
     const int64_t bs = gguf::type_traits(t).block_size;
     std::vector<uint8_t> u(bs);

@@ -115,6 +115,24 @@ TEST_CASE("the type table agrees with ggml on ids, names and block geometry") {
     }
 }
 
+TEST_CASE("the type table's kernel columns are consistent: activation formats quantize, code groups fit") {
+    for (const gguf::TypeTraits& t : gguf::all_types()) {
+        INFO(t.name);
+        // every layer quantizes activations through the table's own reference quantizer
+        const gguf::TypeTraits& act = gguf::type_traits(t.act_type);
+        CHECK(act.quantize != nullptr);
+        if (t.codes.group == 0) continue;
+        CHECK(t.dequantize != nullptr);
+        CHECK(t.block_size % t.codes.group == 0);
+        CHECK(t.block_size % act.block_size == 0);  // a weight block meets whole activation blocks
+        CHECK(t.codes.zero >= 0);
+        CHECK(t.codes.zero <= 128);
+    }
+    CHECK(gguf::type_traits(gguf::Type::Q4_K).act_type == gguf::Type::Q8_K);
+    CHECK(gguf::type_traits(gguf::Type::Q4_1).act_type == gguf::Type::Q8_1);
+    CHECK(gguf::type_traits(gguf::Type::IQ2_XXS).act_type == gguf::Type::F32);  // generic path only
+}
+
 TEST_CASE("dequantization of ggml-quantized blocks is bit-exact for every type") {
     REQUIRE_SHARED_DATA();
     for (const char* type : WEIGHT_TYPES) {

@@ -41,11 +41,11 @@ TEST_CASE("every kernel has an emulated twin and a code object on every target")
 }
 
 TEST_CASE("kernels are found by GGUF weight type and head size") {
-    CHECK(gemv_kernel_for("q4_K") == "gemv_q4_k_q8");
-    CHECK(gemv_kernel_for("iq4_xs") == "gemv_iq4_xs_q8");
-    CHECK(gemv_kernel_for("f16") == "gemv_f16");
-    CHECK_FALSE(gemv_kernel_for("q2_K"));
-    CHECK(gemm_kernel_for("q6_K") == "gemm_q6_k");
+    CHECK(gemv_kernel_for(gguf::Type::Q4_K) == "gemv_q4_k_q8");
+    CHECK(gemv_kernel_for(gguf::Type::IQ4_XS) == "gemv_iq4_xs_q8");
+    CHECK(gemv_kernel_for(gguf::Type::F16) == "gemv_f16");
+    CHECK_FALSE(gemv_kernel_for(gguf::Type::Q2_K));
+    CHECK(gemm_kernel_for(gguf::Type::Q6_K) == "gemm_q6_k");
     CHECK(attention_partial_kernel_for(128) == "attn_decode_partial_d128");
     CHECK(attention_partial_kernel_for(8) == "attn_decode_partial_d8");
     CHECK_FALSE(attention_partial_kernel_for(96));

@@ -35,7 +35,7 @@ void check_gemm(const std::string& type, Target target) {
     a.n_out = n_out;
     a.n_in = n_in;
     a.n_tokens = n_tokens;
-    run(*gemm_kernel_for(type), target, a, mem);
+    run(*gemm_kernel_for(*gguf::type_from_name(type)), target, a, mem);
     INFO(type << " on " << target_name(target));
     CHECK(worst_ratio(mem.download<float>(y, size_t{n_tokens} * n_out), want, tolerance) <= 1.0);
 }

@@ -26,7 +26,7 @@ std::vector<float> run_gemv(const std::string& type, Target target, const std::v
     a.n_out = n_out;
     a.n_in = n_in;
     a.n_tokens = n_tokens;
-    run(*gemv_kernel_for(type), target, a, mem);
+    run(*gemv_kernel_for(*gguf::type_from_name(type)), target, a, mem);
     return mem.download<float>(y, size_t{n_tokens} * n_out);
 }
 

@@ -3,6 +3,7 @@
 // (same products in the same order). Block layouts: ../shared/golden/quants/README.md.
 #include "devices/cpu/kernels/kernels_impl.h"
 
+#include <cassert>
 #include <cstring>
 
 namespace cpu_kernels {
@@ -160,43 +161,29 @@ void decode_q6_K(const void* block, uint8_t* u, float* s, float* o) {
     for (int g = 0; g < 16; g++) s[g] = d * b->scales[g], o[g] = 0.0f;
 }
 
-struct LayoutEntry {
+// The types with hand kernels: their codes-and-scales view is the type table's `codes` column.
+const struct {
     Type type;
-    QuantLayout layout;
     DecodeBlockFn decode;
+} kDecoders[] = {
+    {Type::Q4_0, decode_q4_0}, {Type::Q4_1, decode_q4_1}, {Type::Q5_0, decode_q5_0},     {Type::Q5_1, decode_q5_1},
+    {Type::Q8_0, decode_q8_0}, {Type::IQ4_NL, decode_iq4_nl}, {Type::IQ4_XS, decode_iq4_xs}, {Type::Q2_K, decode_q2_K},
+    {Type::Q3_K, decode_q3_K}, {Type::Q4_K, decode_q4_K}, {Type::Q5_K, decode_q5_K},     {Type::Q6_K, decode_q6_K},
 };
-
-const LayoutEntry kLayouts[] = {
-    {Type::Q4_0, {32, 8, false}, decode_q4_0},
-    {Type::Q4_1, {32, 0, true}, decode_q4_1},
-    {Type::Q5_0, {32, 16, false}, decode_q5_0},
-    {Type::Q5_1, {32, 0, true}, decode_q5_1},
-    {Type::Q8_0, {32, 128, false}, decode_q8_0},
-    {Type::IQ4_NL, {32, 128, false}, decode_iq4_nl},
-    {Type::IQ4_XS, {32, 128, false}, decode_iq4_xs},
-    {Type::Q2_K, {16, 0, true}, decode_q2_K},
-    {Type::Q3_K, {16, 4, false}, decode_q3_K},
-    {Type::Q4_K, {32, 0, true}, decode_q4_K},
-    {Type::Q5_K, {32, 0, true}, decode_q5_K},
-    {Type::Q6_K, {16, 32, false}, decode_q6_K},
-};
-
-const LayoutEntry* find_layout(Type t) {
-    for (const LayoutEntry& e : kLayouts)
-        if (e.type == t) return &e;
-    return nullptr;
-}
 
 }  // namespace
 
-const QuantLayout* quant_layout(Type t) {
-    const LayoutEntry* e = find_layout(t);
-    return e ? &e->layout : nullptr;
+DecodeBlockFn decode_block_fn(Type t) {
+    for (const auto& e : kDecoders)
+        if (e.type == t) return e.decode;
+    return nullptr;
 }
 
-DecodeBlockFn decode_block_fn(Type t) {
-    const LayoutEntry* e = find_layout(t);
-    return e ? e->decode : nullptr;
+const gguf::CodeLayout* quant_layout(Type t) {
+    if (!decode_block_fn(t)) return nullptr;
+    const gguf::CodeLayout& codes = gguf::type_traits(t).codes;
+    assert(codes.group > 0 && "a type with a block decoder needs its codes column in gguf/types.cpp");
+    return &codes;
 }
 
 }  // namespace cpu_kernels

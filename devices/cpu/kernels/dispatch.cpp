@@ -159,17 +159,8 @@ bool has_hand_kernel(Type t) {
     return t == Type::F32 || t == Type::F16 || t == Type::BF16 || quant_layout(t) != nullptr;
 }
 
-Type activation_type(Type t) {
-    switch (t) {
-        case Type::F16: return Type::F16;
-        case Type::BF16: return Type::BF16;
-        case Type::Q8_0: case Type::Q4_0: case Type::Q5_0: case Type::IQ4_NL: return Type::Q8_0;
-        case Type::Q4_1: case Type::Q5_1: return Type::Q8_1;
-        case Type::Q2_K: case Type::Q3_K: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K:
-        case Type::IQ4_XS: return Type::Q8_K;
-        default: return Type::F32;
-    }
-}
+// The type table's activation format, where this CPU has a hand kernel for the type; F32 for the generic path.
+Type activation_type(Type t) { return has_hand_kernel(t) ? gguf::type_traits(t).act_type : Type::F32; }
 
 int64_t activation_row_bytes(Type weight_type, int64_t n_cols) {
     auto bytes = gguf::row_bytes(activation_type(weight_type), n_cols);

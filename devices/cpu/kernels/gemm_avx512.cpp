@@ -134,7 +134,7 @@ void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const GroupAct* x
 // The activations of every token per group (format activation_type(type)), in `mem`:
 // per token K quants, then n_groups d_x and n_groups −zero·Σq or d_x·Σq.
 void prepare_group_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, GroupAct* out) {
-    const QuantLayout& layout = *quant_layout(type);
+    const gguf::CodeLayout& layout = *quant_layout(type);
     const Type act = activation_type(type);
     const size_t row_bytes = bytes_per_row(act, K);
     const int64_t group = layout.group, n_groups = K / group;
@@ -181,7 +181,7 @@ void prepare_group_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens
 }  // namespace
 
 void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
-    const QuantLayout& layout = *quant_layout(m.type);
+    const gguf::CodeLayout& layout = *quant_layout(m.type);
     const int64_t K = m.n_cols, group = layout.group, n_groups = K / group;
     const size_t row_bytes = bytes_per_row(m.type, K);
 

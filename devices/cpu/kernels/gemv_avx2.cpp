@@ -32,7 +32,7 @@ int sum_q(const int8_t* q, int n) {
 }
 
 void prepare_lane_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, LaneAct* out) {
-    const QuantLayout& layout = *quant_layout(type);
+    const gguf::CodeLayout& layout = *quant_layout(type);
     const Type act = activation_type(type);
     const size_t row_bytes = bytes_per_row(act, K);
     const float zero = layout.has_min ? 1.0f : -static_cast<float>(layout.zero);
@@ -225,7 +225,7 @@ void gemv(const Matmul& m, const LaneAct* acts, int64_t r0, int64_t r1) {
 }  // namespace
 
 void matmul_quant(const Matmul& m, int64_t r0, int64_t r1) {
-    const QuantLayout& layout = *quant_layout(m.type);
+    const gguf::CodeLayout& layout = *quant_layout(m.type);
     auto mem = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, m.n_tokens * (lane_act_bytes(m.n_cols) + sizeof(LaneAct))));
     auto acts = reinterpret_cast<LaneAct*>(mem + m.n_tokens * lane_act_bytes(m.n_cols));
     prepare_lane_acts(m.type, static_cast<const uint8_t*>(m.x), m.n_cols, m.n_tokens, mem, acts);

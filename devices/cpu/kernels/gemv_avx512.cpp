@@ -27,7 +27,7 @@ int64_t lane_act_bytes(int64_t K) { return (K + 64 + 2 * 4 * (K / 16 + 16) + 63)
 // interleaved: each 128 quants in the order 0-31, 64-95, 32-63, 96-127 (see DecQ4_K::gemv_codes).
 void prepare_lane_acts(Type type, bool interleaved, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem,
                        LaneAct* out) {
-    const QuantLayout& layout = *quant_layout(type);
+    const gguf::CodeLayout& layout = *quant_layout(type);
     const Type act = activation_type(type);
     const size_t row_bytes = bytes_per_row(act, K);
     const float zero = layout.has_min ? 1.0f : -static_cast<float>(layout.zero);
@@ -228,7 +228,7 @@ void gemv_tokens(const Matmul& m, const LaneAct* acts, int64_t r0, int64_t r1) {
 }  // namespace
 
 void gemv_quant(const Matmul& m, int64_t r0, int64_t r1) {
-    const QuantLayout& layout = *quant_layout(m.type);
+    const gguf::CodeLayout& layout = *quant_layout(m.type);
     const int64_t K = m.n_cols;
     auto mem = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, m.n_tokens * (lane_act_bytes(K) + sizeof(LaneAct))));
     auto acts = reinterpret_cast<LaneAct*>(mem + m.n_tokens * lane_act_bytes(K));

@@ -47,20 +47,15 @@ void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_
 
 // ---- the common view of the quantized types --------------------------------------------------------
 //
-// Every hand-kernel type decodes to unsigned 8-bit codes u and, per group of `group` elements, a
-// scale s and an offset o:   w[i] = s[g] · (u[i] − zero) + o[g],   g = i / group.
+// Every hand-kernel type decodes to its gguf::CodeLayout:  w[i] = s[g] · (u[i] − zero) + o[g].
 // With activations x[i] = d_x[g] · q[i] (Q8 blocks) the dot product of one group is
 //   s[g] · d_x[g] · Σ (u − zero)·q  +  o[g] · d_x[g] · Σ q
 // where the integer sum is exact (vpdpbusd multiplies unsigned by signed bytes) and Σ q comes with
 // the activation (Q8_K bsums, Q8_1 s) or is computed once per activation row.
-struct QuantLayout {
-    int group = 32;        // elements per scale: 16 or 32
-    int zero = 0;          // subtracted from every code
-    bool has_min = false;  // o[g] is not always 0
-};
 
-// Layout of a hand-kernel quantized type; nullptr for float and generic-path types.
-const QuantLayout* quant_layout(gguf::Type t);
+// Layout of a hand-kernel quantized type (the type table's `codes`); nullptr for float and
+// generic-path types.
+const gguf::CodeLayout* quant_layout(gguf::Type t);
 
 // Reference decoding of one block into codes, per-group scales and offsets (scalar, exact).
 // u: block_size bytes; s, o: block_size / group floats.

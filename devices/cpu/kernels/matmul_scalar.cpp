@@ -67,7 +67,7 @@ void matmul_float(const Matmul& m, int64_t row_begin, int64_t row_end) {
 }
 
 void matmul_quant(const Matmul& m, int64_t row_begin, int64_t row_end) {
-    const QuantLayout& layout = *quant_layout(m.type);
+    const gguf::CodeLayout& layout = *quant_layout(m.type);
     const DecodeBlockFn decode = decode_block_fn(m.type);
     const TypeTraits& traits = type_traits(m.type);
     const Type act = activation_type(m.type);

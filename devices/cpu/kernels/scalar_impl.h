@@ -6,7 +6,6 @@
 
 namespace cpu_kernels::scalar {
 
-void quantize_row(gguf::Type act, const float* x, int64_t n_cols, void* out);
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,
                    int64_t row_begin, int64_t row_end);
 
