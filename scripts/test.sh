@@ -18,12 +18,16 @@ BUILD_DIR=${BUILD_DIR:-build}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$jobs" "$@"
 took "build and tests" "$t0"
 
-# AddressSanitizer + UndefinedBehaviorSanitizer over every unit test (the Node suites drive the
-# uninstrumented build above), in build-asan. It is the clang-19 build too (the tree must compile with
-# clang as well as GCC), and carries the fuzzing instrumentation, so the fuzz targets below come from
-# the same build. TINYLLM_ASAN=0 skips it.
+# AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan. By default (TINYLLM_ASAN=1) the GGUF
+# reader's suite under GCC (every truncation point, each malformation, a fixed-seed fuzz loop).
+# TINYLLM_ASAN=all runs every unit test (the Node suites drive the uninstrumented build above) in a
+# clang-19 build that also carries the fuzzing instrumentation, so the tree is proven to build with
+# clang and the fuzz targets below come from the same build. It is not yet CI's default: one timed run
+# of the whole layout on an idle machine is still to be done (estimated ~48 min with TSAN).
+# TINYLLM_ASAN=0 skips it.
+ASAN_MODE=${TINYLLM_ASAN:-1}
 ASAN_DIR=${ASAN_BUILD_DIR:-build-asan}
-if [ "${TINYLLM_ASAN:-1}" != "0" ]; then
+if [ "$ASAN_MODE" = "all" ]; then
   t0=$(stamp)
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYLLM_SANITIZE=ON \
     -DTINYLLM_FUZZ=ON ${CMAKE_ARGS:-} >/dev/null
@@ -32,11 +36,19 @@ if [ "${TINYLLM_ASAN:-1}" != "0" ]; then
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir "$ASAN_DIR" --output-on-failure -j"$jobs" -E '^node:'
   took "ASAN+UBSAN (clang-19 build and unit tests)" "$t0"
+elif [ "$ASAN_MODE" != "0" ]; then
+  t0=$(stamp)
+  cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYLLM_SANITIZE=ON ${CMAKE_ARGS:-} >/dev/null
+  cmake --build "$ASAN_DIR" -j"$jobs" --target test_gguf
+  echo "[test] gguf suite under ASAN+UBSAN"
+  "$ASAN_DIR/tests/test_gguf"
+  took "ASAN+UBSAN (gguf suite)" "$t0"
 fi
 
 # ThreadSanitizer over the concurrent code: the server (acceptor, workers, request queue, prompt slots,
-# streams) and the CPU thread pool, in build-tsan with only those test targets. TINYLLM_TSAN=0 skips it.
-if [ "${TINYLLM_TSAN:-1}" != "0" ]; then
+# streams) and the CPU thread pool, in build-tsan with only those test targets. Opt-in until timed in
+# CI: TINYLLM_TSAN=1.
+if [ "${TINYLLM_TSAN:-0}" != "0" ]; then
   t0=$(stamp)
   TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
   cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYLLM_TSAN=ON -DTINYLLM_AMD=OFF ${CMAKE_ARGS:-} >/dev/null
@@ -52,7 +64,7 @@ fi
 FUZZ_SECONDS=${TINYLLM_FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" != "0" ]; then
   t0=$(stamp)
-  [ "${TINYLLM_ASAN:-1}" != "0" ] && export FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-$ASAN_DIR}
+  [ "$ASAN_MODE" = "all" ] && export FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-$ASAN_DIR}
   for target in gguf jinja request tokenizer grammar; do
     ./scripts/fuzz.sh "$target" "$FUZZ_SECONDS"
   done
