@@ -97,9 +97,15 @@ Value f_join(Renderer& r, const Value& v, CallArgs& a) {
     const Value* attribute = arg(a, 1, "attribute");
     std::string sep = d ? soft_str(*d) : "", out;
     std::vector<Value> items = iterate(v);
+    const bool by_attribute = attribute && !attribute->is_none();
+    if (!by_attribute) {  // strings joined as they are: an amplifying join fails the budget before copying
+        size_t total = 0;
+        for (size_t i = 0; i < items.size() && items[i].is_string(); i++) total += (i ? sep.size() : 0) + items[i].str().size();
+        budget_reserve(total);
+    }
     for (size_t i = 0; i < items.size(); i++) {
         if (i) out += sep;
-        append_str(out, attribute && !attribute->is_none() ? attribute_of(r, items[i], *attribute) : items[i]);
+        append_str(out, by_attribute ? attribute_of(r, items[i], *attribute) : items[i]);
         budget_reserve(out.size());
     }
     return str_value(std::move(out));

@@ -225,14 +225,20 @@ Value m_join(Renderer&, const Value& self, CallArgs& a) {
     a.check("join", {"iterable"});
     const Value* it = a.get(0, "iterable");
     if (!it) fail(ErrorKind::TYPE, "join() takes exactly one argument (0 given)");
-    std::string out;
     std::vector<Value> items = iterate(*it);
+    // Size the result first: an amplifying join fails the allocation budget before copying anything.
+    size_t total = 0;
     for (size_t i = 0; i < items.size(); i++) {
         if (!items[i].is_string())
             fail(ErrorKind::TYPE, "sequence item " + std::to_string(i) + ": expected str instance, " + type_name(items[i]) + " found");
+        total += (i ? self.str().size() : 0) + items[i].str().size();
+    }
+    budget_reserve(total);
+    std::string out;
+    out.reserve(total);
+    for (size_t i = 0; i < items.size(); i++) {
         if (i) out += self.str();
         out += items[i].str();
-        budget_reserve(out.size());
     }
     return str_value(std::move(out));
 }

@@ -76,13 +76,14 @@ llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& to
 ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools) {
     // how the template writes a call back into the history says how the model writes one (the id has
     // the 9 letters and digits Mistral's templates insist on; a tool list, when the request has none,
-    // names another function, so its definition cannot pass for the call)
-    const json probe_tools = !tools.empty() ? tools : json::array({{{"type", "function"}, {"function", {{"name", "probe_def"}, {"parameters", {{"type", "object"}}}}}}});
+    // names another function, so its definition cannot pass for the call; gpt-oss's template needs a
+    // description, Mistral's the special-token variables)
+    const json probe_tools = !tools.empty() ? tools : json::array({{{"type", "function"}, {"function", {{"name", "probe_def"}, {"description", "probe"}, {"parameters", {{"type", "object"}}}}}}});
     json probe = {{"messages", json::array({{{"role", "user"}, {"content", "x"}},
                                             {{"role", "assistant"}, {"content", ""},
                                              {"tool_calls", json::array({{{"id", "call00001"}, {"type", "function"},
                                                                           {"function", {{"name", "probe_fn"}, {"arguments", {{"probe_arg", 1}}}}}}})}}})},
-                  {"tools", probe_tools}, {"add_generation_prompt", false}};
+                  {"tools", probe_tools}, {"add_generation_prompt", false}, {"bos_token", ""}, {"eos_token", ""}};
     std::string text;
     try {
         text = render_chat(probe);

@@ -9,6 +9,7 @@
 #include "llm/reply_stream.h"
 #include "server/server_impl.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -263,11 +264,16 @@ TEST_CASE("tool grammar: llama3 auto waits for a call at the reply's start only"
 
 namespace {
 
+// JSON Schema's maxLength counts characters (code points), not bytes
+size_t code_points(const std::string& s) {
+    return size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
 bool valid_call(const llm::ToolCall& call) {
     const json args = json::parse(call.arguments, nullptr, false);
     if (!args.is_object()) return false;
     if (call.name == "get_weather")
-        return args.size() == 2 && args.contains("city") && args["city"].is_string() && args["city"].get<std::string>().size() <= 8 &&
+        return args.size() == 2 && args.contains("city") && args["city"].is_string() && code_points(args["city"].get<std::string>()) <= 8 &&
                args.contains("unit") && (args["unit"] == "C" || args["unit"] == "F");
     if (call.name == "add")
         return args.size() == 2 && args.contains("a") && args["a"].is_number_integer() && args["a"].get<int64_t>() >= 0 &&
