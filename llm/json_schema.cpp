@@ -169,6 +169,7 @@ private:
         if (type.is_array()) {
             std::string body;
             for (const auto& t : type) {
+                if (!t.is_string()) fail(where, "'type' must be a string or a list of strings");
                 json one = s;
                 one["type"] = t;
                 body += (body.empty() ? "" : " | ") + visit(one, name + "-" + t.get<std::string>(), where);

@@ -260,3 +260,10 @@ TEST_CASE("json_schema: a pattern repetition GBNF cannot take is refused by the 
         CHECK_NOTHROW(llm::parse_gbnf(llm::json_schema_to_gbnf(schema)));
     }
 }
+
+TEST_CASE("json_schema: a type list with a non-string entry is a GrammarError naming 'type' (found by fuzz_grammar)") {
+    for (const char* text : {R"({"type":[3]})", R"({"type":["string",null]})", R"({"type":[{"type":"string"}]})"}) {
+        INFO(text);
+        CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(text)), Catch::Contains("'type' must be a string"));
+    }
+}
