@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <string>
+#include <unordered_set>
 
 namespace llm {
 
@@ -97,6 +99,15 @@ bool feed_utf8(PartialUtf8& p, uint8_t b, uint32_t& cp) {
 struct GrammarExpand {
     const std::vector<std::vector<const GrammarElement*>>& alternatives;
     std::vector<const GrammarElement*>& work;
+    // Empty alternatives under a repetition (`(("a" | | "d")?){6,27}`) reach the same work stack along
+    // exponentially many paths. Past MEMO_AFTER expansions into one `out`, a stack already expanded
+    // into it is skipped (its stacks are there already): polynomial for such grammars, free for the rest.
+    GrammarExpand(const std::vector<std::vector<const GrammarElement*>>& alternatives_, std::vector<const GrammarElement*>& work_)
+        : alternatives(alternatives_), work(work_) {}
+
+    static constexpr size_t MEMO_AFTER = 4096;
+    size_t calls = 0;
+    std::unordered_set<std::string> seen;
 
     static void add(GrammarStacks& out, const std::vector<const GrammarElement*>& stack) {
         for (size_t i = 0; i < out.size(); i++) {  // the sets are small: a linear duplicate check
@@ -108,6 +119,9 @@ struct GrammarExpand {
     }
 
     void expand(GrammarStacks& out) {
+        if (++calls > MEMO_AFTER &&
+            !seen.emplace(reinterpret_cast<const char*>(work.data()), work.size() * sizeof(work[0])).second)
+            return;
         if (work.empty()) return add(out, work);
         const GrammarElement* pos = work.back();
         if (pos->op != GrammarOp::RULE_REF) return add(out, work);
@@ -130,6 +144,8 @@ struct GrammarExpand {
 
     // Every stack of `from` whose top set takes `c`, advanced past it and expanded, into `out`.
     void advance(const GrammarStacks& from, uint32_t c, GrammarStacks& out) {
+        calls = 0;  // a new `out`: what was expanded into another one does not count
+        seen.clear();
         for (size_t i = 0; i < from.size(); i++) {
             const GrammarElement* top = from.top(i);
             if (!top || !is_char(top)) continue;

@@ -267,3 +267,14 @@ TEST_CASE("json_schema: a type list with a non-string entry is a GrammarError na
         CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(text)), Catch::Contains("'type' must be a string"));
     }
 }
+
+// Found by fuzz_grammar: empty alternatives under a repetition reach the same stack along 2^27 paths;
+// without the matcher's memo this never finished.
+TEST_CASE("grammar matcher: empty alternatives under a repetition stay polynomial") {
+    const std::string gbnf = R"(root ::= (("a" | | "d")?){6,27})";
+    CHECK(matches(gbnf, ""));
+    CHECK(matches(gbnf, "adaadddaad"));
+    CHECK(matches(gbnf, std::string(27, 'a')));
+    CHECK_FALSE(matches(gbnf, std::string(28, 'a')));
+    CHECK_FALSE(matches(gbnf, "ab"));
+}
