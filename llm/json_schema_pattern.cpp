@@ -3,7 +3,7 @@
 #include "llm/json_schema_impl.h"
 
 #include <algorithm>
-
+#include <cctype>
 #include <string>
 
 namespace llm::schema {
@@ -200,7 +200,9 @@ private:
             case 't': single = '\t'; return false;
             case 'r': single = '\r'; return false;
             case 'u': {
-                if (pos_ + 4 > p_.size()) throw error("\\u needs 4 hex digits");
+                if (pos_ + 4 > p_.size() ||
+                    !std::all_of(p_.begin() + pos_, p_.begin() + pos_ + 4, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+                    throw error("\\u needs 4 hex digits");
                 single = uint32_t(std::stoul(std::string(p_.substr(pos_, 4)), nullptr, 16));
                 pos_ += 4;
                 return false;

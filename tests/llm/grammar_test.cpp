@@ -278,3 +278,12 @@ TEST_CASE("grammar matcher: empty alternatives under a repetition stay polynomia
     CHECK_FALSE(matches(gbnf, std::string(28, 'a')));
     CHECK_FALSE(matches(gbnf, "ab"));
 }
+
+TEST_CASE("json_schema: a \\u escape without 4 hex digits in a pattern is a GrammarError (found by fuzz_grammar)") {
+    for (const char* pattern : {"^\\uzzzz$", "^\\u12g4$", "^\\u-123$"}) {
+        INFO(pattern);
+        CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json{{"type", "string"}, {"pattern", pattern}}),
+                          Catch::Contains("4 hex digits"));
+    }
+    CHECK_NOTHROW(llm::parse_gbnf(llm::json_schema_to_gbnf(nlohmann::ordered_json{{"type", "string"}, {"pattern", "^\\u00e9$"}})));
+}
