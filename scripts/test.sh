@@ -65,8 +65,8 @@ FUZZ_SECONDS=${TINYLLM_FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" != "0" ]; then
   t0=$(stamp)
   [ "$ASAN_MODE" = "all" ] && export FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-$ASAN_DIR}
-  # grammar is left out until the matcher bounds its expansion: `root ::= (("a" | | "d")?){6,27}` makes
-  # the stack expansion exponential (a timeout fuzz_grammar finds in about a minute; run it by hand).
+  # grammar is left out for now: it is new and found three bugs in its first few minutes (all fixed, with
+  # regression tests); it joins this loop once it has run to 1 M executions clean. Run it by hand.
   for target in gguf jinja request tokenizer; do
     ./scripts/fuzz.sh "$target" "$FUZZ_SECONDS"
   done
