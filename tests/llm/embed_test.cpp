@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 namespace {
 
@@ -51,50 +52,51 @@ TEST_CASE("embeddings match llama.cpp's on qwen3 (last) and llama (mean)", "[emb
     }
 }
 
-TEST_CASE("an embedding is unit length, deterministic, and leaves the chat's cached prefix in place", "[embed]") {
-    REQUIRE_SHARED_DATA();
+namespace {
+
+// Chats, repeats the chat, runs `between` (embeddings), chats again: the last reply and the prefix it
+// reuses must equal the plain repeat's, i.e. the embeddings left the chat's cache alone.
+void check_chat_cache_survives(const std::string& model, int n_ctx, int max_tokens,
+                               const std::function<void(llm::Session&, const std::vector<int32_t>&)>& between) {
     llm::SessionOptions o;
-    o.model_path = test_data::shared("models/random-qwen3-q8_0.gguf");
-    o.n_ctx = 256;
+    o.model_path = test_data::shared(model);
+    o.n_ctx = n_ctx;
     auto session = llm::open_session(o);
     const std::vector<int32_t> ids = session->tokenizer().encode("Hello world, how are you today?", true, true);
     llm::GenerateOptions g;
-    g.max_tokens = 4;
+    g.max_tokens = max_tokens;
     const llm::GenerateResult before = session->generate(ids, g);
     const llm::GenerateResult repeat = session->generate(ids, g);  // what a plain repeat reuses
     REQUIRE(repeat.n_reused > 0);
-    for (llm::Pooling p : {llm::Pooling::MEAN, llm::Pooling::CLS, llm::Pooling::LAST}) {
-        const std::vector<float> a = session->embed(ids, p), b = session->embed(ids, p);
-        double norm = 0;
-        for (float x : a) norm += double(x) * x;
-        CHECK(std::abs(norm - 1.0) < 1e-4);
-        CHECK(a == b);
-    }
-    // The first token sees only itself: cls pooling of one token equals its last pooling.
-    CHECK(session->embed({ids[0]}, llm::Pooling::CLS) == session->embed({ids[0]}, llm::Pooling::LAST));
-    // A longer input than the chat's prompt: it would have overwritten every cached row.
-    session->embed(session->tokenizer().encode("Something else entirely, and longer than the chat was.", true, true), llm::Pooling::MEAN);
+    between(*session, ids);
     const llm::GenerateResult after = session->generate(ids, g);
     CHECK(after.ids == before.ids);
     CHECK(after.n_reused == repeat.n_reused);
 }
 
+}  // namespace
+
+TEST_CASE("an embedding is unit length, deterministic, and leaves the chat's cached prefix in place", "[embed]") {
+    REQUIRE_SHARED_DATA();
+    check_chat_cache_survives("models/random-qwen3-q8_0.gguf", 256, 4, [](llm::Session& session, const std::vector<int32_t>& ids) {
+        for (llm::Pooling p : {llm::Pooling::MEAN, llm::Pooling::CLS, llm::Pooling::LAST}) {
+            const std::vector<float> a = session.embed(ids, p), b = session.embed(ids, p);
+            double norm = 0;
+            for (float x : a) norm += double(x) * x;
+            CHECK(std::abs(norm - 1.0) < 1e-4);
+            CHECK(a == b);
+        }
+        // The first token sees only itself: cls pooling of one token equals its last pooling.
+        CHECK(session.embed({ids[0]}, llm::Pooling::CLS) == session.embed({ids[0]}, llm::Pooling::LAST));
+        // A longer input than the chat's prompt: it would have overwritten every cached row.
+        session.embed(session.tokenizer().encode("Something else entirely, and longer than the chat was.", true, true), llm::Pooling::MEAN);
+    });
+}
+
 TEST_CASE("an embedding leaves a hybrid model's recurrent checkpoints in place", "[embed]") {
     REQUIRE_SHARED_DATA();
-    llm::SessionOptions o;
-    o.model_path = test_data::shared("models/random-qwen35-q8_0.gguf");
-    o.n_ctx = 128;
-    auto session = llm::open_session(o);
-    const std::vector<int32_t> ids = session->tokenizer().encode("Hello world, how are you today?", true, true);
-    llm::GenerateOptions g;
-    g.max_tokens = 3;
-    const llm::GenerateResult before = session->generate(ids, g);
-    const llm::GenerateResult repeat = session->generate(ids, g);
-    REQUIRE(repeat.n_reused > 0);
-    session->embed(ids, llm::Pooling::LAST);
-    const llm::GenerateResult after = session->generate(ids, g);
-    CHECK(after.ids == before.ids);
-    CHECK(after.n_reused == repeat.n_reused);
+    check_chat_cache_survives("models/random-qwen35-q8_0.gguf", 128, 3,
+                              [](llm::Session& session, const std::vector<int32_t>& ids) { session.embed(ids, llm::Pooling::LAST); });
 }
 
 TEST_CASE("embed refuses no pooling and empty input", "[embed]") {

@@ -264,6 +264,14 @@ TEST_CASE("tool grammar: llama3 auto waits for a call at the reply's start only"
 
 namespace {
 
+// The random-weight model the grammar-only tests run on: its logits are noise.
+std::unique_ptr<llm::Session> open_random_qwen2() {
+    llm::SessionOptions so;
+    so.model_path = test_data::shared("models/random-qwen2-q8_0.gguf");
+    so.n_ctx = 4096;
+    return llm::open_session(so);
+}
+
 // JSON Schema's maxLength counts characters (code points), not bytes
 size_t code_points(const std::string& s) {
     return size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
@@ -299,10 +307,7 @@ Reply chat(llm::Session& session, const server::ChatRenderer& render, json body)
 
 TEST_CASE("random model: required, named and single calls parse and match their schema in every syntax") {
     REQUIRE_SHARED_DATA();
-    llm::SessionOptions so;
-    so.model_path = test_data::shared("models/random-qwen2-q8_0.gguf");
-    so.n_ctx = 4096;
-    auto session = llm::open_session(so);
+    auto session = open_random_qwen2();
     for (const char* name : {"meta-llama-Llama-3.2-3B-Instruct.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja",
                              "Mistral-Small-3.2-24B-Instruct-2506.jinja", "openai-gpt-oss-120b.jinja"}) {
         const server::ChatRenderer render = server::model_chat_renderer(*session, golden_template(name));
@@ -330,10 +335,7 @@ TEST_CASE("random model: required, named and single calls parse and match their 
 
 TEST_CASE("random model: tool_choice none yields no call, and auto only well-formed ones") {
     REQUIRE_SHARED_DATA();
-    llm::SessionOptions so;
-    so.model_path = test_data::shared("models/random-qwen2-q8_0.gguf");
-    so.n_ctx = 4096;
-    auto session = llm::open_session(so);
+    auto session = open_random_qwen2();
     for (const char* name : {"meta-llama-Llama-3.2-3B-Instruct.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja", "openai-gpt-oss-120b.jinja"}) {
         const server::ChatRenderer render = server::model_chat_renderer(*session, golden_template(name));
         for (const char* choice : {"none", "auto"}) {
