@@ -113,7 +113,7 @@ public:
     // Default: x quantized to activation_type(weight) for the device's LINEAR; on a GPU target, float
     // weights in a generated kernel.
     virtual LinearPlan linear_plan(gguf::Type weight, int64_t cols, int64_t max_tokens) const;
-    // The weight layout hook, called once per weight at load (engine::pack_for_linear): whether linear() here
+    // The weight layout hook, called once per weight at load (engine::linear_weight): whether linear() here
     // reads `type` weights of (rows, cols) in a layout of its own, its size, and the conversion into it
     // (out: packed_bytes of host memory of this device). Rows stay whole: stacked weights are laid out
     // one after another. ops::Linear::packed then says a weight is in that layout.

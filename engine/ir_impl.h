@@ -129,6 +129,7 @@ struct Buffer {
     int64_t numel = 0;                   // capacity in elements (the maximum over the Vars)
     std::shared_ptr<const void> owner;   // keeps external memory alive
     bool external = false;               // read-only wrapped memory
+    bool sparse = false;                 // external, wrapped for sparse reads (left in its file mapping)
     const void* host_data = nullptr;     // external: the host memory it wraps or was uploaded from
     bool packed = false;                 // a weight in its device's layout for linear (Device::pack)
     ~Buffer();

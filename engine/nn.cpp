@@ -99,6 +99,49 @@ Tensor pack_for_linear(const Tensor& w) {
     return packed.defined() ? packed : w;
 }
 
+LinearWeight linear_weight(const std::vector<Tensor>& ws) {
+    LinearWeight lw;
+    for (const Tensor& w : ws) {
+        check_weight(w, "linear_weight");
+        if (w.dim(1).max() != ws[0].dim(1).max())
+            fail("linear_weight", "weights of one input differ in columns: " + shape_str(w.shape()) + ", " + shape_str(ws[0].shape()));
+        lw.rows.push_back(w.dim(0).max());
+    }
+    Tensor stack = ws.size() > 1 ? pack_for_linear(ws) : Tensor();
+    if (stack.defined()) {
+        lw.parts = {stack};
+        return lw;
+    }
+    for (const Tensor& w : ws) {
+        Tensor part = pack_for_linear(w);
+        const Node* n = part.node().get();
+        if (part.node() == w.node() && n->op == Op::BUFFER && buffer_of(n).sparse) {  // read whole from now on
+            const Buffer& b = buffer_of(n);
+            part = Tensor::external(b.host_data, w.shape(), w.dtype(), b.owner);
+        }
+        lw.parts.push_back(part);
+    }
+    return lw;
+}
+
+std::vector<Tensor> linear_split(const Tensor& x, const LinearWeight& w) {
+    if (w.parts.empty()) fail("linear", "no weights (declare them with linear_weight)");
+    std::vector<Tensor> ys;
+    if (w.parts.size() == w.rows.size()) {
+        for (const Tensor& p : w.parts) ys.push_back(linear(x, p));
+        return ys;
+    }
+    Tensor y = linear(x, w.parts[0]);  // the stack: each weight's outputs in order
+    int64_t at = 0;
+    for (int64_t n : w.rows) ys.push_back(y.slice(-1, at, n)), at += n;
+    return ys;
+}
+
+Tensor linear(const Tensor& x, const LinearWeight& w) {
+    if (w.parts.size() == 1) return linear(x, w.parts[0]);
+    return concat(linear_split(x, w), -1);
+}
+
 Tensor embedding(const Tensor& table, const Tensor& ids) {
     check_weight(table, "embedding");
     if (is_packed(table)) fail("embedding", "the table is packed for linear() (pack_for_linear) and serves nothing else");

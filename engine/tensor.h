@@ -286,10 +286,21 @@ Tensor matmul(const Tensor& a, const Tensor& b);          // (..., M, K) @ (...,
 // its linear (hot op, devices/ops.h) over activations quantized to its format for the weight type (on CPU
 // as ggml does: F16 for F16 weights, Q8_0 / Q8_K for quantized ones), or a generated kernel.
 Tensor linear(const Tensor& x, const Tensor& w);
-// w (N, K) in its device's own layout for linear() when it has one (Device::can_pack; the CPU: panels
-// of 16 rows of Q8_0/Q4_0/Q4_K/Q6_K on AVX-512; AMD: Q6_K blocks of 212 bytes), else w itself. Do it once
-// at load: decode then streams each weight front to back. The result feeds linear() only; embedding() and
-// dequantize() reject it.
+// Matmul weights declared once at load: one weight (N, K), or several that multiply the same input (q, k,
+// v; gate, up). The device's layout hook lays them out (Device::can_pack/pack): where it applies to all of
+// them, as one stack in its layout, so one matmul gives every output (the CPU: panels of 16 rows of
+// Q8_0/Q4_0/Q4_K/Q6_K on AVX-512); else each on its own, in the layout where it has one. A weight left in
+// a file mapping for sparse reads (a tied embedding table) gets a streamed copy where none applies.
+struct LinearWeight {
+    std::vector<Tensor> parts;  // what linear() multiplies: the stack, or each weight
+    std::vector<int64_t> rows;  // each declared weight's rows, in order
+};
+LinearWeight linear_weight(const std::vector<Tensor>& ws);
+// One output (..., rows[i]) f32 per declared weight, whatever the layout.
+std::vector<Tensor> linear_split(const Tensor& x, const LinearWeight& w);
+Tensor linear(const Tensor& x, const LinearWeight& w);  // the outputs side by side: (..., sum of rows)
+// The layout itself: w (N, K) in its device's own layout for linear() when it has one (Device::can_pack),
+// else w itself. The result feeds linear() only; embedding() and dequantize() reject it.
 Tensor pack_for_linear(const Tensor& w);
 // Weights with the same columns and dtype stacked row-wise into one packed weight: one linear() gives
 // their outputs side by side (q|k|v, gate|up). Undefined when the layout does not apply to all of them.
