@@ -81,8 +81,16 @@ void Device::launch_hand_kernel(const std::string& kernel, std::span<const uint8
     throw Error("[devices] " + name() + ": has no hand-written kernel '" + kernel + "'");
 }
 
-ops::Impl Device::op(ops::Kind kind, gguf::Type type) const { return cpu::host_op(kind, type); }
+ops::Impl Device::op(ops::Kind kind, gguf::Type type, const void*) const { return cpu::host_op(kind, type); }
+// A GPU without a plan of its own multiplies float weights in a generated kernel rather than in host code
+// over its memory.
+LinearPlan Device::linear_plan(gguf::Type weight, int64_t, int64_t) const {
+    LinearPlan plan{activation_type(weight)};
+    plan.generated = target().arch != Arch::X86_64 && (weight == gguf::Type::F32 || weight == gguf::Type::BF16);
+    return plan;
+}
 bool Device::can_pack(gguf::Type, int64_t, int64_t) const { return false; }
+size_t Device::packed_bytes(gguf::Type type, int64_t rows, int64_t cols) const { return size_t(rows) * gguf::row_bytes(type, cols).value_or(0); }
 void Device::pack(gguf::Type, const void*, int64_t, int64_t, void*) { throw Error("[devices] " + name() + ": has no weight layout of its own"); }
 gguf::Type Device::activation_type(gguf::Type weight) const { return cpu::host_activation_type(weight); }
 

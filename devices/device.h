@@ -71,6 +71,14 @@ using HostFn = void (*)(const void* ctx, int64_t begin, int64_t end);
 // rows per use (an embedding table's lookups), so a resident copy would only cost memory.
 enum class Access { STREAMED, SPARSE };
 
+// How a device's linear() runs for one weight type (Device::linear_plan).
+struct LinearPlan {
+    gguf::Type act = gguf::Type::F32;  // x's format for the LINEAR op (made by QUANTIZE; F32: x as it is)
+    int64_t act_row_bytes = 0;         // one token's activations in `act`; 0: the type table's row size
+    bool cast = false;                 // `act` is F16 made by a generated cast (fused into x's producer)
+    bool generated = false;            // no hand kernel fits: a generated multiply-and-sum instead of LINEAR
+};
+
 class Device {
 public:
     virtual ~Device() = default;
@@ -97,15 +105,22 @@ public:
     // launch(). Devices without hand kernels throw.
     virtual void launch_hand_kernel(const std::string& kernel, std::span<const uint8_t> kernarg);
     // This device's implementation of a hot op (devices/ops.h) for weights or caches of `type` (the op's
-    // own type when it has none); an empty Impl when it has none. Looked up once per captured launch.
-    // Default: the host implementations (devices/cpu/ops.cpp), run through run_host.
-    virtual ops::Impl op(ops::Kind kind, gguf::Type type) const;
-    // The weight layout hook, called once per weight at load: whether linear() here reads `type` weights
-    // of (rows, cols) faster in the device's own layout, and the conversion into it (out: the same bytes
-    // as w, host memory of this device). ops::Linear::packed then says a weight is in that layout.
+    // own type when it has none), chosen by the op's constant arguments too (`args`: its struct with the
+    // sizes known when the graph was built, pointers null); an empty Impl when it has none. Looked up once
+    // per captured launch. Default: the host implementations (devices/cpu/ops.cpp), run through run_host.
+    virtual ops::Impl op(ops::Kind kind, gguf::Type type, const void* args) const;
+    // How linear() multiplies `weight` weights of `cols` columns here, for up to max_tokens tokens at once.
+    // Default: x quantized to activation_type(weight) for the device's LINEAR; on a GPU target, float
+    // weights in a generated kernel.
+    virtual LinearPlan linear_plan(gguf::Type weight, int64_t cols, int64_t max_tokens) const;
+    // The weight layout hook, called once per weight at load (engine::linear_weight): whether linear() here
+    // reads `type` weights of (rows, cols) in a layout of its own, its size, and the conversion into it
+    // (out: packed_bytes of host memory of this device). Rows stay whole: stacked weights are laid out
+    // one after another. ops::Linear::packed then says a weight is in that layout.
     virtual bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const;
+    virtual size_t packed_bytes(gguf::Type type, int64_t rows, int64_t cols) const;  // default: the rows' bytes
     virtual void pack(gguf::Type type, const void* w, int64_t rows, int64_t cols, void* out);
-    // The format linear's activations are quantized to (ops::Quantize) for weights of `weight`.
+    // The format the host kernels quantize activations to for weights of `weight` (linear, experts, heads).
     virtual gguf::Type activation_type(gguf::Type weight) const;
     virtual void synchronize() = 0;
 };

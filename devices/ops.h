@@ -31,7 +31,7 @@ struct Linear {
     int64_t H = 1, T = 0, N = 0, K = 0;
     gguf::Type type = gguf::Type::F32;
     gguf::Type act = gguf::Type::F32;  // the activations' format
-    bool packed = false;      // w is in the layout the device's weight hook (Device::pack_weights) made
+    bool packed = false;      // w is in the layout the device's weight hook (Device::pack) made
 };
 
 // Mixture of experts (ggml's mul_mat_id): out[t, s] = W[ids[t, s]] . x[t] (one row per token) or
@@ -123,16 +123,18 @@ struct DeltaRule {
 };
 
 // One device's implementation of one op: runs a launch over the filled argument struct. `host`: it
-// runs host code (Device::run_host) and reads host addresses; else device addresses.
+// runs host code (Device::run_host) and reads host addresses; else device addresses. `name`: the kernel
+// it runs, as schedules and DEBUG=2 show it (null: the op's name).
 struct Impl {
     void (*run)(Device& device, const void* args) = nullptr;
     bool host = true;
+    const char* name = nullptr;
     explicit operator bool() const { return run != nullptr; }
 };
 
 // Makes an Impl from a function over the typed struct.
-template <class A, void (*F)(Device&, const A&)> constexpr Impl impl(bool host = true) {
-    return Impl{[](Device& d, const void* a) { F(d, *static_cast<const A*>(a)); }, host};
+template <class A, void (*F)(Device&, const A&)> constexpr Impl impl(bool host = true, const char* name = nullptr) {
+    return Impl{[](Device& d, const void* a) { F(d, *static_cast<const A*>(a)); }, host, name};
 }
 
 }  // namespace devices::ops

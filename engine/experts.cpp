@@ -40,7 +40,7 @@ ExpertSelection select_experts(const Tensor& ids, int n_expert) {
 Tensor linear_experts(const Tensor& x_in, const Tensor& w, const ExpertSelection& sel) {
     if (!sel.plan.defined()) fail("linear_experts", "no expert selection");
     if (w.ndim() != 3) fail("linear_experts", "expert weights must be (experts, rows, cols), got " + shape_str(w.shape()));
-    const std::optional<gguf::Type> type = weight_type(w.dtype());
+    const std::optional<gguf::Type> type = w.dtype().weight_type();
     if (!type) fail("linear_experts", "unsupported weight dtype " + w.dtype().name());
     if (w.dtype().is_quantized() && !gguf::type_traits(w.dtype().block).dequantize)
         fail("linear_experts", "no dequantizer for " + w.dtype().name() + " yet");

@@ -37,8 +37,7 @@ enum class Op : uint8_t {
     GATHER,       // srcs {x, index}; arg.i = axis
     ASSIGN,       // srcs {target view of a buffer, value}: writes value through the view
     AFTER,        // srcs {buffer, ASSIGN}: the buffer's contents once the write is done
-    CUSTOM,       // srcs = inputs; arg.obj = CustomKernel, arg.dims = out shape ++ scalars ++ {n_work}; or a
-                  // hot op (arg.i = HOT_OP, arg.obj = OpSpec, arg.dims = out shape ++ sizes; op_call_impl.h)
+    CUSTOM,       // a hot op: srcs = inputs; arg.obj = OpSpec, arg.dims = out shape ++ sizes (op_call_impl.h)
     // kernel IR
     RANGE,    // loop index; srcs {end}; arg.i = loop id
     PARAM,    // buffer parameter; arg.i = index; dtype = element type
@@ -130,8 +129,9 @@ struct Buffer {
     int64_t numel = 0;                   // capacity in elements (the maximum over the Vars)
     std::shared_ptr<const void> owner;   // keeps external memory alive
     bool external = false;               // read-only wrapped memory
+    bool sparse = false;                 // external, wrapped for sparse reads (left in its file mapping)
     const void* host_data = nullptr;     // external: the host memory it wraps or was uploaded from
-    bool packed = false;                 // a weight in the CPU matmul's panel layout (pack_for_linear)
+    bool packed = false;                 // a weight in its device's layout for linear (Device::pack)
     ~Buffer();
 };
 std::shared_ptr<Buffer> make_buffer(const std::string& device, DType dtype, int64_t numel);  // zero-filled

@@ -17,8 +17,8 @@ Tensor linear_heads(const Tensor& x, const Tensor& w) {
         fail("linear_heads", "input " + shape_str(x.shape()) + " does not match weight " + shape_str(w.shape()));
     int64_t H = w.dim(0).value(), N = w.dim(1).value(), K = w.dim(2).value();
     DType dt = w.dtype();
-    if (!weight_type(dt)) fail("linear_heads", "unsupported weight dtype " + dt.name());
-    const gguf::Type type = *weight_type(dt);
+    if (!dt.weight_type()) fail("linear_heads", "unsupported weight dtype " + dt.name());
+    const gguf::Type type = *dt.weight_type();
     if (dt.is_quantized() && !gguf::type_traits(type).dequantize) fail("linear_heads", "no dequantizer for " + dt.name());
     if (!gguf::row_bytes(type, K)) fail("linear_heads", "rows of " + std::to_string(K) + " do not fit " + dt.name() + " blocks");
     Dim T = x.dim(0);

@@ -1,6 +1,5 @@
-// Model helpers built from engine ops (softmax, norms, activations, RoPE, matmul) and the custom-kernel
-// dispatch for weights (linear, embedding, dequantize) and attention.
-#include "engine/amd_kernels_impl.h"
+// Model helpers built from engine ops (softmax, norms, activations, RoPE, matmul) and the hot-op builders
+// for weights (linear, embedding, dequantize) and attention.
 #include "engine/ir_impl.h"
 #include "engine/op_call_impl.h"
 #include "engine/realize_impl.h"
@@ -19,7 +18,7 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
 
-// A weight repacked by pack_for_linear() (a buffer in the CPU matmul's panel layout).
+// A weight laid out by pack_for_linear() (a buffer in its device's layout for linear).
 bool is_packed(const Tensor& w) {
     const Node* n = w.node().get();
     return (n->op == Op::BUFFER || n->op == Op::AFTER) && buffer_of(n).packed;
@@ -27,22 +26,21 @@ bool is_packed(const Tensor& w) {
 
 void check_weight(const Tensor& w, const char* op) {
     if (!w.defined() || w.ndim() != 2) fail(op, "weights must be 2-d (rows, cols)");
-    if (!weight_type(w.dtype())) fail(op, "unsupported weight dtype " + w.dtype().name());
+    if (!w.dtype().weight_type()) fail(op, "unsupported weight dtype " + w.dtype().name());
     if (w.dtype().is_quantized() && !gguf::type_traits(w.dtype().block).dequantize)
         fail(op, "no dequantizer for " + w.dtype().name() + " yet");
 }
 
 }  // namespace
 
-std::optional<gguf::Type> weight_type(DType d) { return d.weight_type(); }  // the type table's mapping
-
-Tensor quantize_activations(const Tensor& x, gguf::Type act) {
+Tensor quantize_activations(const Tensor& x, gguf::Type act, int64_t row_bytes) {
     if (act == gguf::Type::F32) return x;
     using A = ops::Quantize;
     OpCall<A> q(act);
     q.args().act = act;
     const Dim R = x.dim(0), K = x.dim(1);
-    return q.in(&A::x, x).dim(&A::rows, R).dim(&A::n_cols, K).out(&A::out, {R, int64_t(*gguf::row_bytes(act, K.value()))}, u8);
+    if (!row_bytes) row_bytes = int64_t(*gguf::row_bytes(act, K.value()));
+    return q.in(&A::x, x).dim(&A::rows, R).dim(&A::n_cols, K).out(&A::out, {R, row_bytes}, u8);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w) {
@@ -53,17 +51,16 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     Dim T = numel(out_shape), N = w.dim(0), K = w.dim(1);
     out_shape.push_back(N);
     Tensor xf = x.cast(f32).reshape({T, K});
-    const bool packed = is_packed(w);
-    if (!packed)
-        if (auto y = amd_kernels::linear(xf, w)) return y->reshape(out_shape);  // on AMD: its kernels
-    // The device multiplies by activations in the weight type's partner format (Q8_0, Q8_K, F16, ...).
-    const gguf::Type type = *weight_type(w.dtype());
-    const gguf::Type act = devices::get(x.device()).activation_type(type);
-    Tensor xa = quantize_activations(xf, act);
+    // The device's plan for this weight: the format x goes in (Q8_0, Q8_K, F16, ...), or a generated kernel.
+    const gguf::Type type = *w.dtype().weight_type();
+    const devices::LinearPlan plan = devices::get(x.device()).linear_plan(type, K.max(), T.max());
+    if (plan.generated && !is_packed(w))  // one work-item per output
+        return (xf.reshape({T, 1, K}) * w.cast(f32).reshape({1, N, K})).sum(-1).reshape(out_shape);
+    Tensor xa = plan.cast ? xf.cast(DType::from_gguf(plan.act)) : quantize_activations(xf, plan.act, plan.act_row_bytes);
     OpCall<ops::Linear> call(type);
     call.args().type = type;
-    call.args().act = act;
-    call.args().packed = packed;
+    call.args().act = plan.act;
+    call.args().packed = is_packed(w);
     return call.in(&ops::Linear::x, xa).in(&ops::Linear::w, w).dim(&ops::Linear::T, T).dim(&ops::Linear::N, N).dim(&ops::Linear::K, K)
         .out(&ops::Linear::y, {T, N}, f32).reshape(out_shape);
 }
@@ -84,11 +81,13 @@ Tensor pack_for_linear(const std::vector<Tensor>& ws) {
     const gguf::Type type = ws[0].dtype().block;
     Tensor out = Tensor::empty({rows, cols}, ws[0].dtype(), ws[0].device());
     Buffer& dst = buffer_of(out.node().get());
-    const size_t row_bytes = *gguf::row_bytes(type, cols);
+    const size_t bytes = dst.device->packed_bytes(type, rows, cols);
+    if (bytes > dst.mem->size) dst.mem = alloc_memory(dst.device, bytes, true);  // a layout larger than the rows
     int64_t at = 0;
     for (const Tensor& w : ws) {  // the stack's rows are each weight's, in order
         const int64_t n = w.dim(0).max();
-        dst.device->pack(type, buffer_of(w.node().get()).mem->host, n, cols, static_cast<uint8_t*>(dst.mem->host) + at * row_bytes);
+        uint8_t* to = static_cast<uint8_t*>(dst.mem->host) + dst.device->packed_bytes(type, at, cols);
+        dst.device->pack(type, buffer_of(w.node().get()).mem->host, n, cols, to);
         at += n;
     }
     dst.packed = true;
@@ -98,6 +97,49 @@ Tensor pack_for_linear(const std::vector<Tensor>& ws) {
 Tensor pack_for_linear(const Tensor& w) {
     Tensor packed = pack_for_linear(std::vector<Tensor>{w});
     return packed.defined() ? packed : w;
+}
+
+LinearWeight linear_weight(const std::vector<Tensor>& ws) {
+    LinearWeight lw;
+    for (const Tensor& w : ws) {
+        check_weight(w, "linear_weight");
+        if (w.dim(1).max() != ws[0].dim(1).max())
+            fail("linear_weight", "weights of one input differ in columns: " + shape_str(w.shape()) + ", " + shape_str(ws[0].shape()));
+        lw.rows.push_back(w.dim(0).max());
+    }
+    Tensor stack = ws.size() > 1 ? pack_for_linear(ws) : Tensor();
+    if (stack.defined()) {
+        lw.parts = {stack};
+        return lw;
+    }
+    for (const Tensor& w : ws) {
+        Tensor part = pack_for_linear(w);
+        const Node* n = part.node().get();
+        if (part.node() == w.node() && n->op == Op::BUFFER && buffer_of(n).sparse) {  // read whole from now on
+            const Buffer& b = buffer_of(n);
+            part = Tensor::external(b.host_data, w.shape(), w.dtype(), b.owner);
+        }
+        lw.parts.push_back(part);
+    }
+    return lw;
+}
+
+std::vector<Tensor> linear_split(const Tensor& x, const LinearWeight& w) {
+    if (w.parts.empty()) fail("linear", "no weights (declare them with linear_weight)");
+    std::vector<Tensor> ys;
+    if (w.parts.size() == w.rows.size()) {
+        for (const Tensor& p : w.parts) ys.push_back(linear(x, p));
+        return ys;
+    }
+    Tensor y = linear(x, w.parts[0]);  // the stack: each weight's outputs in order
+    int64_t at = 0;
+    for (int64_t n : w.rows) ys.push_back(y.slice(-1, at, n)), at += n;
+    return ys;
+}
+
+Tensor linear(const Tensor& x, const LinearWeight& w) {
+    if (w.parts.size() == 1) return linear(x, w.parts[0]);
+    return concat(linear_split(x, w), -1);
 }
 
 Tensor embedding(const Tensor& table, const Tensor& ids) {
@@ -112,7 +154,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
         return gather(table, 0, idx).cast(f32).reshape(out_shape);
     }
     using A = ops::Rows;
-    const gguf::Type type = *weight_type(table.dtype());
+    const gguf::Type type = *table.dtype().weight_type();
     OpCall<A> call(type);
     call.args().type = type;
     return call.in(&A::table, table).in(&A::ids, ids.cast(i32).reshape({n})).dim(&A::n, n).dim(&A::V, table.dim(0)).dim(&A::D, table.dim(1))
@@ -124,7 +166,7 @@ Tensor dequantize(const Tensor& w) {
     check_weight(w, "dequantize");
     if (is_packed(w)) fail("dequantize", "the weight is packed for linear() (pack_for_linear) and serves nothing else");
     using A = ops::Rows;  // every row in order
-    const gguf::Type type = *weight_type(w.dtype());
+    const gguf::Type type = *w.dtype().weight_type();
     OpCall<A> call(type);
     call.args().type = type;
     return call.in(&A::table, w).dim(&A::n, w.dim(0)).dim(&A::V, w.dim(0)).dim(&A::D, w.dim(1)).out(&A::out, w.shape(), f32);
@@ -253,9 +295,6 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
         if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
     if (window < 0) fail("attention", "negative window");
     if (sinks.defined() && (sinks.ndim() != 1 || !same(sinks.dim(0), H))) fail("attention", "sinks must be (n_head), got " + shape_str(sinks.shape()));
-    // On AMD: its flash-decode kernels, which have no sinks or sliding window yet (those take the path below).
-    if (!sinks.defined() && window == 0)
-        if (auto out = amd_kernels::attention(q, k_cache, v_cache, start_pos, scale)) return *out;
     if (!(k_cache.dtype() == v_cache.dtype())) fail("attention", "the caches must have one dtype");
     using A = ops::Attention;
     const gguf::Type kv_type = k_cache.dtype().code == DType::F16 ? gguf::Type::F16 : gguf::Type::F32;

@@ -24,16 +24,14 @@ struct OpSpec {
     std::vector<uint32_t> dims;       // byte offsets of the int64 fields bound at launch, in node dims order
 };
 
-// The node of a hot op (arg.i = HOT_OP marks it among CUSTOM nodes): arg.obj = the interned spec,
-// arg.dims = out shape ++ the symbolic fields' Dims.
-constexpr int64_t HOT_OP = 1;
+// The node of a hot op (a CUSTOM node): arg.obj = the interned spec, arg.dims = out shape ++ the symbolic
+// fields' Dims.
 Tensor make_op(const OpSpec& spec, const std::vector<Tensor>& inputs, const Shape& out_shape, DType out_dtype,
                const std::vector<Dim>& dims);
 
-// Shared by the op builders (nn.cpp): the GGUF type of a weight dtype (nullopt: not a weight type), and
-// x (R, K) f32 -> (R, row bytes) u8 in `act`, the format a device's linear multiplies (x itself for F32).
-std::optional<gguf::Type> weight_type(DType d);
-Tensor quantize_activations(const Tensor& x, gguf::Type act);
+// Shared by the op builders (nn.cpp): x (R, K) f32 -> (R, row bytes) u8 in `act`, the format a device's
+// linear multiplies (x itself for F32); row_bytes 0: the type table's row size.
+Tensor quantize_activations(const Tensor& x, gguf::Type act, int64_t row_bytes = 0);
 
 template <class A> class OpCall {
     static_assert(std::is_trivially_copyable_v<A> && std::is_trivially_destructible_v<A>);

@@ -262,29 +262,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
     return make_tensor(make(Op::GATHER, x.dtype(), {x.node(), index.node()}, std::move(a)), x.device());
 }
 
-// --- custom kernels -------------------------------------------------------------------------------
-Tensor custom(const CustomCall& call) {
-    if (!call.kernel) fail("custom", "no kernel");
-    const std::string& name = call.kernel->name;
-    if (call.inputs.empty() || call.inputs.size() > size_t(CustomArgs::MAX_INPUTS))
-        fail("custom", name + ": needs 1.." + std::to_string(CustomArgs::MAX_INPUTS) + " inputs");
-    if (call.scalars.size() > size_t(CustomArgs::MAX_SCALARS) || call.fscalars.size() > size_t(CustomArgs::MAX_SCALARS))
-        fail("custom", name + ": too many scalars");
-    std::vector<NodeRef> srcs;
-    for (auto& t : call.inputs) {
-        if (!t.defined()) fail("custom", name + ": undefined input");
-        srcs.push_back(t.node());
-    }
-    Arg a;
-    a.obj = std::shared_ptr<const void>(call.kernel, [](const void*) {});  // static tables outlive graphs
-    a.ints = {int64_t(call.out_shape.size()), int64_t(call.scalars.size())};
-    a.dims = call.out_shape;
-    a.dims.insert(a.dims.end(), call.scalars.begin(), call.scalars.end());
-    a.dims.push_back(call.n_work);
-    a.floats = call.fscalars;
-    return make_tensor(make(Op::CUSTOM, call.out_dtype, std::move(srcs), std::move(a)), call.inputs[0].device());
-}
-
+// --- hot ops (op_call_impl.h) ---------------------------------------------------------------------
 Tensor make_op(const OpSpec& spec, const std::vector<Tensor>& inputs, const Shape& out_shape, DType out_dtype,
                const std::vector<Dim>& dims) {
     const char* name = devices::ops::name(spec.kind);
@@ -310,7 +288,6 @@ Tensor make_op(const OpSpec& spec, const std::vector<Tensor>& inputs, const Shap
         interned = slot;
     }
     Arg a;
-    a.i = HOT_OP;
     a.obj = interned;
     a.ints = {int64_t(out_shape.size())};
     a.dims = out_shape;

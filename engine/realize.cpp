@@ -49,15 +49,6 @@ std::shared_ptr<Buffer> shared_buffer(const Node* n) {
     return std::const_pointer_cast<Buffer>(std::static_pointer_cast<const Buffer>(n->arg.obj));
 }
 
-struct CustomCtx {
-    CpuKernelFn fn;
-    CustomArgs args;
-};
-void run_custom_chunk(const void* ctx, int64_t b, int64_t e) {
-    auto c = static_cast<const CustomCtx*>(ctx);
-    c->fn(c->args, b, e);
-}
-
 // Below this many loop iterations a kernel runs on the calling thread: waking the pool costs more.
 constexpr int64_t PARALLEL_MIN_WORK = 16384;
 
@@ -114,32 +105,7 @@ void run_item(const ExecItem& it) {
         mutable_stats().kernels_run++;
         return;
     }
-    if (it.op) {
-        run_op(it);
-        return;
-    }
-    if (it.custom->amd && it.device->target().arch == devices::Arch::AMDGCN) {
-        DeviceArgs d;
-        d.out = it.buffers[0]->mem.get();
-        for (size_t i = 1; i < it.buffers.size(); i++) d.in[i - 1] = it.buffers[i]->mem.get();
-        for (size_t i = 0; i < it.scalars.size(); i++) d.scalar[i] = eval_int(it.scalars[i].get());
-        for (size_t i = 0; i < it.fscalars.size(); i++) d.fscalar[i] = it.fscalars[i];
-        it.custom->amd(*it.device, d);
-        mutable_stats().custom_run++;
-        return;
-    }
-    if (!it.custom->cpu) throw Error("[engine] custom kernel '" + it.custom->name + "' has no implementation for " + it.device->name());
-    CustomCtx c{it.custom->cpu, {}};
-    c.args.out = it.buffers[0]->mem->host;
-    // A GPU's external inputs are read from the host memory they were uploaded from; the CPU reads its own
-    // memory (for large weights a copy in huge pages, whose source pages were released).
-    const bool gpu = it.device->target().arch != devices::Arch::X86_64;
-    for (size_t i = 1; i < it.buffers.size(); i++)
-        c.args.in[i - 1] = gpu && it.buffers[i]->host_data ? it.buffers[i]->host_data : it.buffers[i]->mem->host;
-    for (size_t i = 0; i < it.scalars.size(); i++) c.args.scalar[i] = eval_int(it.scalars[i].get());
-    for (size_t i = 0; i < it.fscalars.size(); i++) c.args.fscalar[i] = it.fscalars[i];
-    it.device->run_host(run_custom_chunk, &c, eval_int(it.n_work.get()), it.custom->grain);
-    mutable_stats().custom_run++;
+    run_op(it);
 }
 
 void debug_report(const char* what, const std::vector<ExecItem>& items, const std::vector<double>& us, double wall_us) {
@@ -149,7 +115,7 @@ void debug_report(const char* what, const std::vector<ExecItem>& items, const st
     int n_custom = 0;
     for (size_t i = 0; i < items.size(); i++) {
         total += us[i];
-        n_custom += items[i].custom != nullptr || items[i].op != nullptr;
+        n_custom += items[i].op != nullptr;
         if (level >= 2)
             std::fprintf(stderr, "[engine]   %-28s %-22s %9.1f us\n", items[i].name.c_str(), shape_str(items[i].out_shape).c_str(), us[i]);
     }
@@ -177,26 +143,17 @@ std::vector<ExecItem> make_items(const std::vector<const Node*>& kernels, device
             out_buffers[k] = b;
             if (g_recorder) g_recorder->created.push_back(b);
         }
-        if (k->op == Op::CUSTOM && k->arg.i == HOT_OP) {
+        if (k->op == Op::CUSTOM) {
             it.op = static_cast<const OpSpec*>(k->arg.obj.get());
             const char* name = devices::ops::name(it.op->kind);
-            it.impl = dev.op(it.op->kind, it.op->type);
+            it.impl = dev.op(it.op->kind, it.op->type, it.op->fixed.data());
             if (!it.impl)
                 throw Error(std::string("[") + name + "] " + dev.name() + " has no kernel for " + std::string(gguf::type_name(it.op->type)));
-            it.name = std::string("C_") + name;
+            it.name = std::string("C_") + (it.impl.name ? it.impl.name : name);
             it.buffers.push_back(out_buffers.at(k));
             for (auto& s : k->srcs) it.buffers.push_back(buffer_for(storage_node(s.get())));
             size_t rank = size_t(k->arg.ints[0]);
             for (size_t i = rank; i < k->arg.dims.size(); i++) it.scalars.push_back(k->arg.dims[i].node());
-        } else if (k->op == Op::CUSTOM) {
-            it.custom = static_cast<const CustomKernel*>(k->arg.obj.get());
-            it.name = "C_" + it.custom->name;
-            it.buffers.push_back(out_buffers.at(k));
-            for (auto& s : k->srcs) it.buffers.push_back(buffer_for(storage_node(s.get())));
-            size_t rank = size_t(k->arg.ints[0]), n_scalars = size_t(k->arg.ints[1]);
-            for (size_t i = 0; i < n_scalars; i++) it.scalars.push_back(k->arg.dims[rank + i].node());
-            it.fscalars = k->arg.floats;
-            it.n_work = k->arg.dims.back().node();
         } else {
             LoweredKernel lk = lower_kernel(k, [&](const Node* n) { return materialized.count(n) > 0; });
             it.kernel = compile(lk, dev);
@@ -273,7 +230,7 @@ void realize(const std::vector<Tensor>& tensors) {
         if (!root_set.count(node)) intermediates.insert(b.get());
     std::erase_if(out_buffers, [&](auto& kv) { return !root_set.count(kv.first); });  // intermediates die with their items
     g_last_schedule.clear();
-    for (auto& it : items) g_last_schedule.push_back({it.name, it.custom != nullptr || it.op != nullptr, it.has_reduce, it.out_shape});
+    for (auto& it : items) g_last_schedule.push_back({it.name, it.op != nullptr, it.has_reduce, it.out_shape});
     run_items(items, intermediates, started);                                // launch in order
 
     for (size_t i = 0; i < impls.size(); i++) {                              // the tensors now name their buffers

@@ -58,18 +58,15 @@ struct CompiledKernel {
 
 struct OpSpec;  // op_call_impl.h
 
-// One launch: a generated kernel or a custom kernel with its buffers (param order / out then inputs).
+// One launch: a generated kernel or a hot op with its buffers (param order / out then inputs).
 struct ExecItem {
     std::string name;
     devices::Device* device = nullptr;
     std::vector<std::shared_ptr<Buffer>> buffers;
     std::shared_ptr<const CompiledKernel> kernel;  // generated
-    const CustomKernel* custom = nullptr;          // or custom
     const OpSpec* op = nullptr;                    // or a hot op (op_call_impl.h)
     devices::ops::Impl impl;                       // hot op: the device's implementation, found at make_items
-    std::vector<NodeRef> scalars;                  // custom, hot op: Dims evaluated at launch
-    std::vector<double> fscalars;
-    NodeRef n_work;
+    std::vector<NodeRef> scalars;                  // hot op: Dims evaluated at launch
     Shape out_shape;                               // for DEBUG lines and KernelInfo
     bool has_reduce = false;
     std::vector<std::pair<NodeRef, NodeRef>> checks;  // launch refuses when an end exceeds its limit

@@ -96,6 +96,7 @@ Tensor Tensor::external(const void* data, const Shape& shape, DType dtype, std::
     buf->dtype = dtype;
     buf->numel = engine::numel(shape).value();
     buf->external = true;
+    buf->sparse = sparse;
     buf->owner = std::move(owner);
     buf->host_data = data;
     devices::Device* dev = buf->device;

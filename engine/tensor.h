@@ -1,5 +1,5 @@
 // The engine's one public header: lazy Tensors over a hash-consed graph, bound symbolic ints (Var, Dim),
-// ops that only build nodes, realize/capture entry points and custom kernels. DESIGN.md §3.
+// ops that only build nodes, realize/capture entry points and the hot ops (devices/ops.h). DESIGN.md §3.
 // Nothing runs until realize(): the scheduler fuses the graph into kernels, JIT-compiles and launches them.
 #pragma once
 
@@ -282,13 +282,25 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index);
 // ---------------------------------------------------------------------------------------------------
 // Model helpers (engine/nn.cpp). Shapes in comments: (T, D) = tokens x features.
 Tensor matmul(const Tensor& a, const Tensor& b);          // (..., M, K) @ (..., K, N), generated kernel
-// (..., K) x (N, K)^T -> (..., N) f32 for any weight dtype: the device's linear (hot op, devices/ops.h)
-// over activations quantized to its format for the weight type (on CPU as ggml does: F16 for F16
-// weights, Q8_0 / Q8_K for quantized ones).
+// (..., K) x (N, K)^T -> (..., N) f32 for any weight dtype, as the device plans it (Device::linear_plan):
+// its linear (hot op, devices/ops.h) over activations quantized to its format for the weight type (on CPU
+// as ggml does: F16 for F16 weights, Q8_0 / Q8_K for quantized ones), or a generated kernel.
 Tensor linear(const Tensor& x, const Tensor& w);
-// w (N, K) in its device's own layout for linear() when it has one (Device::can_pack; the CPU: panels
-// of 16 rows of Q8_0/Q4_0/Q4_K/Q6_K on AVX-512), else w itself. Do it once at load: decode then streams each weight
-// front to back. The result feeds linear() only; embedding() and dequantize() reject it.
+// Matmul weights declared once at load: one weight (N, K), or several that multiply the same input (q, k,
+// v; gate, up). The device's layout hook lays them out (Device::can_pack/pack): where it applies to all of
+// them, as one stack in its layout, so one matmul gives every output (the CPU: panels of 16 rows of
+// Q8_0/Q4_0/Q4_K/Q6_K on AVX-512); else each on its own, in the layout where it has one. A weight left in
+// a file mapping for sparse reads (a tied embedding table) gets a streamed copy where none applies.
+struct LinearWeight {
+    std::vector<Tensor> parts;  // what linear() multiplies: the stack, or each weight
+    std::vector<int64_t> rows;  // each declared weight's rows, in order
+};
+LinearWeight linear_weight(const std::vector<Tensor>& ws);
+// One output (..., rows[i]) f32 per declared weight, whatever the layout.
+std::vector<Tensor> linear_split(const Tensor& x, const LinearWeight& w);
+Tensor linear(const Tensor& x, const LinearWeight& w);  // the outputs side by side: (..., sum of rows)
+// The layout itself: w (N, K) in its device's own layout for linear() when it has one (Device::can_pack),
+// else w itself. The result feeds linear() only; embedding() and dequantize() reject it.
 Tensor pack_for_linear(const Tensor& w);
 // Weights with the same columns and dtype stacked row-wise into one packed weight: one linear() gives
 // their outputs side by side (q|k|v, gate|up). Undefined when the layout does not apply to all of them.
@@ -369,44 +381,6 @@ DeltaResult delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        const Tensor& state, const Dim& start_pos, double scale, HeadMap head_map = HeadMap::MODULO);
 
 // ---------------------------------------------------------------------------------------------------
-// Custom kernels: a node that calls a hand-written function over materialized, contiguous inputs.
-// On CPU the function runs over [begin, end) of n_work items, split across the thread pool.
-struct CustomArgs {
-    static constexpr int MAX_INPUTS = 8, MAX_SCALARS = 16;
-    const void* in[MAX_INPUTS] = {};
-    void* out = nullptr;
-    int64_t scalar[MAX_SCALARS] = {};  // the Dims given at the call, evaluated at launch
-    double fscalar[MAX_SCALARS] = {};  // float parameters (scale, eps, ...)
-};
-using CpuKernelFn = void (*)(const CustomArgs& args, int64_t begin, int64_t end);
-// On AMD a custom kernel queues device kernels (Device::launch_hand_kernel) over device memory.
-struct DeviceArgs {
-    const devices::Memory* in[CustomArgs::MAX_INPUTS] = {};
-    const devices::Memory* out = nullptr;
-    int64_t scalar[CustomArgs::MAX_SCALARS] = {};
-    double fscalar[CustomArgs::MAX_SCALARS] = {};
-};
-using DeviceKernelFn = void (*)(devices::Device& device, const DeviceArgs& args);
-
-struct CustomKernel {
-    std::string name;
-    CpuKernelFn cpu = nullptr;  // nullptr: no CPU implementation (the error says so)
-    int64_t grain = 1;          // fewest work items worth a thread
-    // AMD (and the NULL device, which compiles for AMD). Without it, `cpu` runs on the host over the
-    // device's CPU-visible memory (Device::run_host).
-    DeviceKernelFn amd = nullptr;
-};
-
-struct CustomCall {
-    const CustomKernel* kernel = nullptr;  // must outlive the graph (a static table entry)
-    std::vector<Tensor> inputs;
-    Shape out_shape;
-    DType out_dtype = f32;
-    std::vector<Dim> scalars;
-    std::vector<double> fscalars;
-    Dim n_work = 1;
-};
-Tensor custom(const CustomCall& call);
 
 // ---------------------------------------------------------------------------------------------------
 // Graph capture/replay (like tinygrad's TinyJit). The first call of a shape class (input shapes and

@@ -49,14 +49,9 @@ Tensor section_freq_factors(const RopeConfig& rope) {
 AttentionWeights AttentionWeights::load(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
     AttentionWeights w;
-    // matmul-only weights: in the CPU kernels' streaming layout where it applies (engine::pack_for_linear),
-    // q|k|v as one weight then (one matmul per token instead of three)
-    Tensor q = L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D});  // per head: query, then gate
-    Tensor k = L.layer(il, "attn_k.weight", {Hkv * Dk, D});
-    Tensor v = L.layer(il, "attn_v.weight", {Hkv * Dv, D});
-    w.attn_qkv = engine::pack_for_linear(std::vector<Tensor>{q, k, v});
-    if (!w.attn_qkv.defined()) w.attn_q = engine::pack_for_linear(q), w.attn_k = engine::pack_for_linear(k), w.attn_v = engine::pack_for_linear(v);
-    w.attn_output = engine::pack_for_linear(L.layer(il, "attn_output.weight", {D, H * Dv}));
+    w.attn_qkv = engine::linear_weight({L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D}),  // per head: query, then gate
+                                        L.layer(il, "attn_k.weight", {Hkv * Dk, D}), L.layer(il, "attn_v.weight", {Hkv * Dv, D})});
+    w.attn_output = engine::linear_weight({L.layer(il, "attn_output.weight", {D, H * Dv})});
     if (c.qkv_bias) {
         w.attn_q_b = L.layer(il, "attn_q.bias", {H * Dk});
         w.attn_k_b = L.layer(il, "attn_k.bias", {Hkv * Dk});
@@ -84,14 +79,8 @@ Tensor AttentionWeights::forward(const ModelConfig& c, const Tensor& x, const Di
     const AttentionWeights& w = *this;
     const Dim T = x.dim(0);
     const int H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
-    const int n_q = H * Dk * (c.attn_gate ? 2 : 1);
-    Tensor q, k, v;  // (T, H*Dk) or (T, H*2*Dk) with the gate, (T, Hkv*Dk), (T, Hkv*Dv)
-    if (w.attn_qkv.defined()) {
-        Tensor qkv = engine::linear(x, w.attn_qkv);
-        q = qkv.slice(1, 0, n_q), k = qkv.slice(1, n_q, Hkv * Dk), v = qkv.slice(1, n_q + Hkv * Dk, Hkv * Dv);
-    } else {
-        q = engine::linear(x, w.attn_q), k = engine::linear(x, w.attn_k), v = engine::linear(x, w.attn_v);
-    }
+    std::vector<Tensor> qkv = engine::linear_split(x, w.attn_qkv);
+    Tensor q = qkv[0], k = qkv[1], v = qkv[2];  // (T, H*Dk) or (T, H*2*Dk) with the gate, (T, Hkv*Dk), (T, Hkv*Dv)
     Tensor gate;
     if (c.attn_gate) {
         Tensor qg = q.reshape({T, H, 2 * Dk});

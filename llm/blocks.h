@@ -31,11 +31,11 @@ struct LayerState {
 
 // --- attention (llm/attention.cpp): GQA, RoPE, qkv bias, q/k norm ------------------------------------
 struct AttentionWeights {
-    Tensor attn_q, attn_k, attn_v;        // (H*Dk, D), (Hkv*Dk, D), (Hkv*Dv, D); unset when attn_qkv is set
-    Tensor attn_qkv;                      // q|k|v stacked in one packed weight (engine::pack_for_linear)
+    engine::LinearWeight attn_qkv;        // attn_q, attn_k, attn_v: (H*Dk, D), (Hkv*Dk, D), (Hkv*Dv, D), one input
     Tensor attn_q_b, attn_k_b, attn_v_b;  // biases (qkv_bias)
     Tensor attn_q_norm, attn_k_norm;      // (Dk) per head, or the full width (qk_norm_full)
-    Tensor attn_output, attn_output_b;    // (D, H*Dv), (D)
+    engine::LinearWeight attn_output;     // (D, H*Dv)
+    Tensor attn_output_b;                 // (D)
     Tensor attn_sinks;                    // (H) per-head sink logits (attn_sinks)
     int window = 0;                       // this layer's sliding window (0: full attention)
     Tensor rope_freq_factors;             // (rope_dim/2) multi-section RoPE: +inf where a pair stays still
@@ -49,9 +49,8 @@ engine::RopeScaling rope_scaling(const RopeConfig& r);
 
 // --- feed-forward (llm/ffn.cpp): SwiGLU ---------------------------------------------------------------
 struct FfnWeights {
-    Tensor ffn_gate, ffn_up;  // (F, D); unset when ffn_gate_up is set
-    Tensor ffn_down;          // (D, F)
-    Tensor ffn_gate_up;       // gate|up stacked in one packed weight (engine::pack_for_linear)
+    engine::LinearWeight ffn_gate_up;  // ffn_gate, ffn_up: (F, D) each, one input
+    engine::LinearWeight ffn_down;     // (D, F)
 
     static FfnWeights load(const WeightLoader& L, const ModelConfig& c, int il);  // of width n_ff
     Tensor forward(const ModelConfig& c, const Tensor& x) const;

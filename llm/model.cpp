@@ -43,14 +43,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     // the lookup table stays in the file mapping: a token reads one row of it
     m->token_embd = L.get("token_embd.weight", {V, D}, /*sparse=*/true);
     m->output_norm = L.get("output_norm.weight", {D});
-    if (c.tied_output) {
-        // the output matmul streams a copy: packed straight from the mapping (whose pages go once the
-        // source tensor is dropped), or, where it does not pack, the rows copied into huge pages
-        m->output = engine::pack_for_linear(std::vector<Tensor>{L.get("token_embd.weight", {V, D}, /*sparse=*/true)});
-        if (!m->output.defined()) m->output = L.get("token_embd.weight", {V, D});
-    } else {
-        m->output = engine::pack_for_linear(L.get("output.weight", {V, D}));
-    }
+    // tied: the output matmul reads its own copy of the table, laid out from the mapping
+    m->output = engine::linear_weight({c.tied_output ? L.get("token_embd.weight", {V, D}, /*sparse=*/true) : L.get("output.weight", {V, D})});
     m->layers.resize(c.n_layer);
     for (int il = 0; il < c.n_layer; il++) {
         Layer& l = m->layers[il];

@@ -50,7 +50,7 @@ private:
     ModelConfig config_;
     Tensor token_embd;   // (V, D)
     Tensor output_norm;  // (D)
-    Tensor output;       // (V, D); token_embd when tied
+    engine::LinearWeight output;  // (V, D); token_embd when tied
     std::vector<Layer> layers;
 };
 

@@ -3,6 +3,7 @@
 // hand kernels are kernels_amd's embedded code objects. On the fake /dev/kfd every kernel gets a host twin:
 // generated kernels the same IR JIT-compiled for the host, hand kernels the kernels_amd emulator.
 #include "devices/amd/engine_impl.h"
+#include "devices/amd/ops_impl.h"
 #include "devices/cpu/cpu_impl.h"
 #include "devices/env.h"
 #include "kernels_amd/kernels_amd.h"
@@ -24,7 +25,7 @@ struct GeneratedProgram : devices::Program {
     const Kernel* kernel = nullptr;
 };
 
-class EngineDevice final : public devices::Device {
+class EngineDevice final : public OpsDevice {
 public:
     EngineDevice(std::unique_ptr<FakeKfd> fake, KfdIO& io) : fake_(std::move(fake)) {
         try {
@@ -111,7 +112,38 @@ public:
 
     void synchronize() override { gpu_->synchronize(); }
 
+    uint64_t scratch(size_t bytes) override { return grown(scratch_, bytes).va; }
+    uint64_t converted(uint64_t va, size_t bytes, size_t out_bytes, void (*convert)(const void*, size_t, void*)) override {
+        check_span(va, bytes, "converted weight");
+        gpu_->synchronize();  // the last launch that read the conversion is done, and va is written
+        const Buffer& out = grown(converted_, out_bytes);
+        convert(host_address(va), bytes, out.host);
+        gpu_->flush_host_writes();
+        return out.va;
+    }
+    void* host_address(uint64_t va) override {
+        auto it = buffers_.upper_bound(va);
+        if (it == buffers_.begin() || va - std::prev(it)->second.va > std::prev(it)->second.size)
+            fail("address " + std::to_string(va) + " is not memory of this GPU");
+        const Buffer& b = std::prev(it)->second;
+        return static_cast<uint8_t*>(b.host) + (va - b.va);
+    }
+    void flush_host_writes() override { gpu_->flush_host_writes(); }
+
 private:
+    // `b`, reallocated when smaller than `bytes` (once the queue is idle: kernels may still read it).
+    const Buffer& grown(Buffer& b, size_t bytes) {
+        if (b.size >= bytes && b.va) return b;
+        gpu_->synchronize();
+        if (b.va) {
+            buffers_.erase(b.va);
+            gpu_->free(b);
+        }
+        b = gpu_->alloc(std::max<size_t>(bytes, 4096));
+        buffers_[b.va] = b;
+        return b;
+    }
+
     [[noreturn]] void fail(const std::string& what) const { throw devices::Error("[devices] AMD: " + what); }
 
     const Buffer& buffer(uint64_t handle, const char* what) const {
@@ -186,6 +218,7 @@ private:
     std::string target_;
     std::optional<ka::Target> hand_target_;
     std::map<uint64_t, Buffer> buffers_;  // by GPU address
+    Buffer scratch_, converted_;          // the ops' (OpsDevice::scratch, converted)
     std::map<std::string, const Program*> hand_programs_;
     std::unique_ptr<devices::cpu::LlvmJit> jit_;
 };

@@ -172,3 +172,18 @@ TEST_CASE("amd engine: f32 caches and head sizes without a kernel take the host 
     std::vector<float> got = graph().to_vector<float>();
     require_close(got, want, 1e-6, 1e-6, "attention on the host");
 }
+
+TEST_CASE("amd engine: Q6_K weights laid out at load (212-byte blocks) multiply as their raw blocks do") {
+    std::string amd = fake_amd();
+    DefaultDevice d(amd);
+    const int64_t N = 40, K = 512;
+    Weights w = quantized(gguf::Type::Q6_K, N, K, 7);
+    Tensor raw = Tensor::from_data(w.blocks.data(), w.blocks.size(), {N, K}, engine::DType::from_gguf(gguf::Type::Q6_K));
+    Tensor laid_out = engine::pack_for_linear(raw);  // the device's layout hook
+    REQUIRE(laid_out.node().get() != raw.node().get());
+    for (int64_t T : {1, 3}) {  // the GEMV and the GEMM
+        Tensor x = on(amd, uniform(size_t(T * K), 8), {T, K});
+        std::vector<float> want = engine::linear(x, raw).to_vector<float>();
+        require_close(engine::linear(x, laid_out).to_vector<float>(), want, 0.0, 0.0, "Q6_K T=" + std::to_string(T));
+    }
+}

@@ -106,6 +106,29 @@ TEST_CASE("linear over a Q8_0 weight packed by pack_for_linear gives what the ro
     REQUIRE(pack_for_linear(f.t).node().get() == f.t.node().get());
 }
 
+TEST_CASE("linear_weight: one declaration, each weight's outputs whether the device stacks the group or not") {
+    const int64_t K = 128;
+    Weights q = weights(gguf::Type::Q8_0, 48, K, 41), k = weights(gguf::Type::Q8_0, 16, K, 42);
+    Weights v = weights(gguf::Type::Q8_0, 32, K, 43);
+    Weights mixed = weights(gguf::Type::F16, 16, K, 44);  // another dtype: never one stack with the others
+    Tensor x = tensor(uniform(size_t(3 * K), 45), {3, K}, f32);
+    for (bool same_type : {true, false}) {
+        const Tensor& last = same_type ? v.t : mixed.t;
+        LinearWeight w = linear_weight({q.t, k.t, last});
+        REQUIRE(w.rows == std::vector<int64_t>{48, 16, same_type ? 32 : 16});
+        const bool stacked = same_type && devices::get("CPU").can_pack(gguf::Type::Q8_0, 96, K);
+        REQUIRE(w.parts.size() == (stacked ? 1u : 3u));
+        std::vector<Tensor> ys = linear_split(x, w);
+        REQUIRE(ys.size() == 3);
+        require_close(values(ys[0]), values(linear(x, q.t)), 1e-5, 1e-5, "q");
+        require_close(values(ys[1]), values(linear(x, k.t)), 1e-5, 1e-5, "k");
+        require_close(values(ys[2]), values(linear(x, last)), 1e-5, 1e-5, "v");
+        REQUIRE(shape_str(linear(x, w).shape()) == (same_type ? "(3,96)" : "(3,80)"));  // side by side
+    }
+    REQUIRE_THROWS_WITH(linear_weight({q.t, weights(gguf::Type::Q8_0, 16, 64, 46).t}),
+                        Catch::Contains("[engine] linear_weight: weights of one input differ in columns"));
+}
+
 TEST_CASE("linear over Q4_0, Q4_K and Q6_K weights packed by pack_for_linear gives what the rows give") {
     const int64_t N = 48, K = 512;
     for (gguf::Type type : {gguf::Type::Q4_0, gguf::Type::Q4_K, gguf::Type::Q6_K}) {

@@ -40,9 +40,9 @@ public:
     void run_host(devices::HostFn fn, const void* ctx, int64_t n_work, int64_t grain) override {
         devices::get("CPU").run_host(fn, ctx, n_work, grain);
     }
-    devices::ops::Impl op(devices::ops::Kind kind, gguf::Type type) const override {
+    devices::ops::Impl op(devices::ops::Kind kind, gguf::Type type, const void* args) const override {
         if (kind == devices::ops::Kind::LINEAR) return {};
-        return Device::op(kind, type);
+        return Device::op(kind, type, args);
     }
     void synchronize() override {}
 

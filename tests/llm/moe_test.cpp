@@ -43,7 +43,8 @@ struct Layer {
         if (m.selection_bias) w.exp_probs_b = t(sel_b, {E});
         w.ffn_gate_exps = t(gate, {E, F, D}), w.ffn_up_exps = t(up, {E, F, D}), w.ffn_down_exps = t(down, {E, D, F});
         if (m.expert_bias) w.ffn_gate_exps_b = t(gate_b, {E, F}), w.ffn_up_exps_b = t(up_b, {E, F}), w.ffn_down_exps_b = t(down_b, {E, D});
-        if (m.n_expert_shared) w.shexp = {t(sh_gate, {F, D}), t(sh_up, {F, D}), t(sh_down, {D, F}), {}};
+        if (m.n_expert_shared)
+            w.shexp = {engine::linear_weight({t(sh_gate, {F, D}), t(sh_up, {F, D})}), engine::linear_weight({t(sh_down, {D, F})})};
         if (m.shared_gate) w.ffn_gate_inp_shexp = t(sh_gate_inp, {1, D});
         return w;
     }
