@@ -1,7 +1,7 @@
 // The batch runner: a free list of pool blocks and a block table row per running sequence; each step
 // packs every decoding sequence's next token, then prefill chunks up to the token budget, pads the
-// batch to its bucket (padding writes a scratch block and its logits are not read), and runs it as a
-// captured graph, so steady-state decode with a given number of sequences compiles nothing.
+// batch to its bucket (padding reads a scratch block, stores nothing, its logits are not read), and
+// runs it as a captured graph, so steady-state decode with a given number of sequences compiles nothing.
 #include "llm/batch.h"
 
 #include <algorithm>
@@ -118,12 +118,10 @@ std::vector<BatchResult> BatchRunner::step() {
         if (n == left) logit_rows.push_back(int32_t(tokens.size() - 1)), sampled.push_back(s.get());
     }
 
-    // Pad to the bucket: token 0 at position 0 of the scratch row, keys into the scratch block.
+    // Pad to the bucket: token 0 at position 0 of the scratch row (which reads the scratch block), its
+    // keys stored nowhere (slot -1: kv_store skips it).
     const int T = bucket(int(tokens.size())), R = std::min(T, o_.max_seqs);
-    for (int i = int(tokens.size()); i < T; i++) {
-        tokens.push_back(0), positions.push_back(0), seq.push_back(scratch_row_);
-        slots.push_back(scratch_block_ * block_size_ + i % block_size_);
-    }
+    for (int i = int(tokens.size()); i < T; i++) tokens.push_back(0), positions.push_back(0), seq.push_back(scratch_row_), slots.push_back(-1);
     logit_rows.resize(size_t(R), 0);
     Inputs& in = inputs(T);
     in.tokens.copy_from(tokens.data(), tokens.size() * 4);

@@ -71,7 +71,7 @@ private:
     const Model& model_;
     BatchOptions o_;
     KvPool pool_;
-    int blocks_per_seq_ = 0, scratch_block_ = 0, scratch_row_ = 0;
+    int blocks_per_seq_ = 0, scratch_block_ = 0, scratch_row_ = 0;  // padding's block and table row
     std::vector<int32_t> free_blocks_;  // taken from the back
     std::vector<int> free_rows_;
     std::vector<int32_t> table_;        // (max_seqs + 1, blocks_per_seq): the last row is padding's, all scratch
