@@ -105,6 +105,8 @@ const char* ops::name(Kind kind) {
         case Kind::ROWS: return "rows";
         case Kind::CONV1D: return "causal_conv1d";
         case Kind::DELTA_RULE: return "delta_rule";
+        case Kind::PAGED_ATTENTION: return "paged_attention";
+        case Kind::KV_STORE: return "kv_store";
     }
     return "?";
 }

@@ -8,7 +8,8 @@
 
 namespace devices::ops {
 
-enum class Kind : uint8_t { QUANTIZE, LINEAR, LINEAR_EXPERTS, EXPERT_PLAN, ATTENTION, TOPK, ROWS, CONV1D, DELTA_RULE };
+enum class Kind : uint8_t { QUANTIZE, LINEAR, LINEAR_EXPERTS, EXPERT_PLAN, ATTENTION, TOPK, ROWS, CONV1D, DELTA_RULE, PAGED_ATTENTION,
+                            KV_STORE };
 const char* name(Kind kind);
 
 // Activation quantization: x (rows, n_cols) f32 -> rows of `act` (the format linear's weights multiply
@@ -72,6 +73,41 @@ struct Attention {
     gguf::Type kv_type = gguf::Type::F32;  // F32 or F16, both caches
     int64_t window = 0;           // > 0: the query at p sees keys p-window+1 .. p
     float scale = 1.0f;           // logits = scale . q.k
+};
+
+// Attention of a mixed batch through block tables (paged KV): token t is at position pos[t] of sequence
+// seq[t] and sees that sequence's keys 0 .. pos[t] (or the window); the key at position p of sequence s
+// is pool row block_table[s * MB + p / BS] * BS + p % BS. Scale, window and sinks as Attention.
+// Positions, sequences and block ids are clamped into range (a bad table reads a wrong row, never past
+// the pool).
+struct PagedAttention {
+    static constexpr Kind KIND = Kind::PAGED_ATTENTION;
+    const float* q = nullptr;            // (T, H, Dk)
+    const void* k = nullptr;             // (n_blocks * BS, Hkv, Dk) `kv_type`
+    const void* v = nullptr;             // (n_blocks * BS, Hkv, Dv) `kv_type`
+    const int32_t* pos = nullptr;        // (T)
+    const int32_t* seq = nullptr;        // (T) rows of block_table
+    const int32_t* block_table = nullptr;  // (S, MB) block ids
+    const float* sinks = nullptr;        // (H) or null
+    float* out = nullptr;                // (T, H, Dv)
+    int64_t T = 0, H = 0, Hkv = 0, Dk = 0, Dv = 0;
+    int64_t S = 0, MB = 0, BS = 0, n_blocks = 0;
+    gguf::Type kv_type = gguf::Type::F32;  // F32 or F16, both pools
+    int64_t window = 0;                  // > 0: the query at p sees keys p-window+1 .. p
+    float scale = 1.0f;                  // logits = scale . q.k
+};
+
+// Rows x (T, row) f32 into pool rows slot[t], converted to the pool's type (F32 or F16). The pool is
+// written in place; the output is the slots written, which the engine orders the pool's readers after.
+// A slot outside [0, n_rows) is skipped.
+struct KvStore {
+    static constexpr Kind KIND = Kind::KV_STORE;
+    const float* x = nullptr;        // (T, row)
+    const int32_t* slot = nullptr;   // (T)
+    void* pool = nullptr;            // (n_rows, row) `kv_type`, an input written in place
+    int32_t* out = nullptr;          // (T) the slots
+    int64_t T = 0, row = 0, n_rows = 0;
+    gguf::Type kv_type = gguf::Type::F32;
 };
 
 // Indices (rows, k) i32 of the k largest values of each row of x (rows, n) f32, descending, ties by

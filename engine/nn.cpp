@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -253,8 +254,10 @@ Tensor inv_freqs(int rope_dim, double theta, const RopeScaling& sc, const std::s
 }
 }  // namespace
 
-Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors,
-            const RopeScaling& scaling) {
+namespace {
+// x (T, H, Dh) rotated at positions pos_of(T) (T) f32.
+Tensor rope_at(const Tensor& x_in, const std::function<Tensor(const Dim&)>& pos_of, int rope_dim, double theta, RopeLayout layout,
+               const Tensor& freq_factors, const RopeScaling& scaling) {
     if (x_in.ndim() != 3) fail("rope", "expects (T, H, Dh), got " + shape_str(x_in.shape()));
     Tensor x = x_in.cast(f32);
     Dim T = x.dim(0), H = x.dim(1), Dh = x.dim(2);
@@ -264,7 +267,7 @@ Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta
     int half = rope_dim / 2;
     Tensor freq = inv_freqs(rope_dim, theta, scaling, x.device());
     if (freq_factors.defined()) freq = freq / freq_factors.cast(f32);
-    Tensor pos = (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32).reshape({T, 1});
+    Tensor pos = pos_of(T).reshape({T, 1});
     Tensor angle = pos * freq.reshape({1, half});             // (T, half)
     Tensor c = cos(angle), s = sin(angle);
     float mscale = scaling.attn_factor;
@@ -282,6 +285,20 @@ Tensor rope(const Tensor& x_in, const Dim& start_pos, int rope_dim, double theta
     Tensor rotated = layout == RopeLayout::NEOX ? concat({r0, r1}, 2) : stack({r0, r1}, 3).reshape({T, H, rope_dim});
     if (rope_dim == Dh.max() && Dh.is_const()) return rotated;
     return concat({rotated, x.slice(2, rope_dim, Dh - rope_dim)}, 2);
+}
+}  // namespace
+
+Tensor rope(const Tensor& x, const Dim& start_pos, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors,
+            const RopeScaling& scaling) {
+    auto pos_of = [&](const Dim& T) { return (Tensor::arange(T) + Tensor::from_dim(start_pos)).cast(f32); };
+    return rope_at(x, pos_of, rope_dim, theta, layout, freq_factors, scaling);
+}
+
+Tensor rope(const Tensor& x, const Tensor& positions, int rope_dim, double theta, RopeLayout layout, const Tensor& freq_factors,
+            const RopeScaling& scaling) {
+    if (positions.ndim() != 1 || !positions.dtype().is_int() || x.ndim() < 1 || !same(positions.dim(0), x.dim(0)))
+        fail("rope", "positions must be (T) integers for x " + shape_str(x.shape()) + ", got " + shape_str(positions.shape()));
+    return rope_at(x, [&](const Dim&) { return positions.cast(f32); }, rope_dim, theta, layout, freq_factors, scaling);
 }
 
 Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale, int window,

@@ -75,7 +75,7 @@ void AttentionWeights::init_state(LayerState& s, const ModelConfig& c, int n_ctx
     s.v = Tensor::empty({n_ctx, c.n_head_kv, c.head_dim_v}, kv_dtype);
 }
 
-Tensor AttentionWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+AttentionWeights::Qkv AttentionWeights::project(const ModelConfig& c, const Tensor& x) const {
     const AttentionWeights& w = *this;
     const Dim T = x.dim(0);
     const int H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
@@ -94,18 +94,45 @@ Tensor AttentionWeights::forward(const ModelConfig& c, const Tensor& x, const Di
     v = v.reshape({T, Hkv, Dv});
     if (c.qk_norm && !c.qk_norm_full)
         q = engine::rms_norm(q, w.attn_q_norm, c.rms_eps), k = engine::rms_norm(k, w.attn_k_norm, c.rms_eps);
-    if (c.rope.type != RopeType::NONE) {
-        auto layout = c.rope.type == RopeType::NEOX ? engine::RopeLayout::NEOX : engine::RopeLayout::NORM;
-        engine::RopeScaling scaling = rope_scaling(c.rope);
-        q = engine::rope(q, start_pos, c.rope.n_dims, c.rope.freq_base, layout, w.rope_freq_factors, scaling);
-        k = engine::rope(k, start_pos, c.rope.n_dims, c.rope.freq_base, layout, w.rope_freq_factors, scaling);
-    }
-    s.k.slice(0, start_pos, T).assign(k);
-    s.v.slice(0, start_pos, T).assign(v);
-    Tensor out = engine::attention(q, s.k, s.v, start_pos, 1.0 / std::sqrt(double(Dk)), w.window, w.attn_sinks);  // (T, H, Dv)
+    return {q, k, v, gate};
+}
+
+Tensor AttentionWeights::finish(const ModelConfig& c, Tensor out, const Tensor& gate) const {
+    const Dim T = out.dim(0);
     if (c.attn_gate) out = out * engine::sigmoid(gate);
-    out = engine::linear(out.reshape({T, H * Dv}), w.attn_output);                          // (T, D)
-    return c.attn_out_bias ? out + w.attn_output_b : out;
+    out = engine::linear(out.reshape({T, c.n_head * c.head_dim_v}), attn_output);  // (T, D)
+    return c.attn_out_bias ? out + attn_output_b : out;
+}
+
+namespace {
+// q and k rotated at `at`: start_pos (consecutive positions) or a positions tensor (T) i32.
+template <class At> void rope_qk(const ModelConfig& c, const AttentionWeights& w, AttentionWeights::Qkv& p, const At& at) {
+    if (c.rope.type == RopeType::NONE) return;
+    auto layout = c.rope.type == RopeType::NEOX ? engine::RopeLayout::NEOX : engine::RopeLayout::NORM;
+    engine::RopeScaling scaling = rope_scaling(c.rope);
+    p.q = engine::rope(p.q, at, c.rope.n_dims, c.rope.freq_base, layout, w.rope_freq_factors, scaling);
+    p.k = engine::rope(p.k, at, c.rope.n_dims, c.rope.freq_base, layout, w.rope_freq_factors, scaling);
+}
+}  // namespace
+
+Tensor AttentionWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    const Dim T = x.dim(0);
+    Qkv p = project(c, x);
+    rope_qk(c, *this, p, start_pos);
+    s.k.slice(0, start_pos, T).assign(p.k);
+    s.v.slice(0, start_pos, T).assign(p.v);
+    Tensor out = engine::attention(p.q, s.k, s.v, start_pos, 1.0 / std::sqrt(double(c.head_dim_k)), window, attn_sinks);  // (T, H, Dv)
+    return finish(c, out, p.gate);
+}
+
+Tensor AttentionWeights::forward_paged(const ModelConfig& c, const Tensor& x, const PagedBatch& b, const Tensor& k_pool,
+                                       const Tensor& v_pool) const {
+    Qkv p = project(c, x);
+    rope_qk(c, *this, p, b.positions);
+    Tensor k = engine::kv_store(k_pool, p.k, b.slots), v = engine::kv_store(v_pool, p.v, b.slots);  // the pools after the store
+    Tensor out = engine::paged_attention(p.q, k, v, b.positions, b.seq, b.block_table, b.block_size,
+                                         1.0 / std::sqrt(double(c.head_dim_k)), window, attn_sinks);  // (T, H, Dv)
+    return finish(c, out, p.gate);
 }
 
 }  // namespace llm

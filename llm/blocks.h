@@ -29,6 +29,16 @@ struct LayerState {
     Tensor ssm;        // recurrent: (Hv, Dv, Dk) f32, the delta-rule state per head
 };
 
+// One forward over a batch of sequences whose KV lives in a shared paged pool (llm/batch.h): token t
+// is at position positions[t] of sequence seq[t] and its keys and values go to pool row slots[t].
+struct PagedBatch {
+    Tensor positions;    // (T) i32
+    Tensor slots;        // (T) i32
+    Tensor seq;          // (T) i32 rows of block_table
+    Tensor block_table;  // (S, MB) i32 block ids: position p of sequence s is row table[s, p / BS] * BS + p % BS
+    int block_size = 0;  // BS
+};
+
 // --- attention (llm/attention.cpp): GQA, RoPE, qkv bias, q/k norm ------------------------------------
 struct AttentionWeights {
     engine::LinearWeight attn_qkv;        // attn_q, attn_k, attn_v: (H*Dk, D), (Hkv*Dk, D), (Hkv*Dv, D), one input
@@ -43,6 +53,12 @@ struct AttentionWeights {
     static AttentionWeights load(const WeightLoader& L, const ModelConfig& c, int il);
     void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;
     Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
+    // The same for a batch of sequences: keys and values into rows of the pools (n_rows, Hkv, Dk|Dv).
+    Tensor forward_paged(const ModelConfig& c, const Tensor& x, const PagedBatch& b, const Tensor& k_pool, const Tensor& v_pool) const;
+
+    struct Qkv { Tensor q, k, v, gate; };  // (T, H, Dk), (T, Hkv, Dk), (T, Hkv, Dv), (T, H, Dv) or unset
+    Qkv project(const ModelConfig& c, const Tensor& x) const;     // projections, biases, q/k norm: before RoPE
+    Tensor finish(const ModelConfig& c, Tensor out, const Tensor& gate) const;  // gate, attn_output: (T, D)
 };
 // The GGUF's RoPE scaling (linear or YaRN) in the form engine::rope takes it.
 engine::RopeScaling rope_scaling(const RopeConfig& r);

@@ -82,6 +82,46 @@ Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, 
     return engine::linear(engine::rms_norm(x, output_norm, config_.rms_eps), output);  // (n_out, V)
 }
 
+namespace {
+// Batches of sequences run attention layers only for now: MLA's latent cache and the recurrent
+// mixers' per-sequence state have no paged form yet.
+void check_batchable(const ModelConfig& c) {
+    for (int il = 0; il < c.n_layer; il++)
+        if (c.layer_kind[il] != LayerKind::ATTENTION)
+            throw std::runtime_error("[model] batched forward: architecture '" + c.arch + "' has " + layer_kind_name(c.layer_kind[il]) +
+                                     " layers; only attention layers run in batches of sequences so far");
+}
+}  // namespace
+
+KvPool Model::new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) const {
+    check_batchable(config_);
+    if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("[model] new_kv_pool: n_blocks and block_size must be positive");
+    KvPool p;
+    p.n_blocks = n_blocks, p.block_size = block_size;
+    const int64_t rows = int64_t(n_blocks) * block_size;
+    for (int il = 0; il < config_.n_layer; il++) {
+        p.k.push_back(Tensor::empty({rows, config_.n_head_kv, config_.head_dim_k}, kv_dtype));
+        p.v.push_back(Tensor::empty({rows, config_.n_head_kv, config_.head_dim_v}, kv_dtype));
+    }
+    return p;
+}
+
+Tensor Model::forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const {
+    const ModelConfig& c = config_;
+    check_batchable(c);
+    if (int(pool.k.size()) != c.n_layer || b.block_size != pool.block_size) throw std::invalid_argument("[model] forward_batch: the pool is not this model's");
+    Tensor x = engine::embedding(token_embd, tokens);  // (T, D)
+    for (int il = 0; il < c.n_layer; il++) {
+        const Layer& l = layers[il];
+        const auto& attn = std::get<AttentionWeights>(l.mixer);
+        Tensor h = x + attn.forward_paged(c, engine::rms_norm(x, l.attn_norm, c.rms_eps), b, pool.k[il], pool.v[il]);
+        x = h + feed_forward(l.ffn, c, engine::rms_norm(h, l.ffn_norm, c.rms_eps));
+    }
+    const Dim R = logit_rows.dim(0), D = x.dim(1);
+    x = engine::gather(x, 0, logit_rows.cast(engine::i32).reshape({R, 1}).expand({R, D}));  // (R, D)
+    return engine::linear(engine::rms_norm(x, output_norm, c.rms_eps), output);              // (R, V)
+}
+
 Tensor Model::hidden(const Tensor& tokens, const Dim& start_pos, State& state) const {
     return engine::rms_norm(blocks(tokens, start_pos, state), output_norm, config_.rms_eps);  // (T, D)
 }

@@ -19,6 +19,13 @@ struct State {
     int n_ctx = 0;
 };
 
+// Keys and values of many sequences (llm/batch.h hands out its blocks): per layer one pool of
+// n_blocks * block_size rows that every sequence's block table points into.
+struct KvPool {
+    std::vector<Tensor> k, v;  // per layer: (n_blocks * block_size, Hkv, Dk), (.., Hkv, Dv) f16/f32
+    int n_blocks = 0, block_size = 0;
+};
+
 struct Layer {
     Tensor attn_norm;            // (D)
     Tensor ffn_norm;             // (D)
@@ -40,6 +47,11 @@ public:
     // Logits for tokens (T) i32 at positions start_pos..start_pos+T-1: (1, V) for the last token, or
     // (T, V) with all_logits. Writes this chunk into the state.
     Tensor forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const;
+    // A batch of sequences in one forward: tokens (T) i32 at the positions, slots and block table rows
+    // of `b`, writing their keys and values into `pool`. Logits (R, V) of the tokens at rows logit_rows
+    // (R) i32. Attention-only architectures: throws naming the architecture for MLA or recurrent layers.
+    Tensor forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const;
+    KvPool new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) const;  // throws as forward_batch
     // The final hidden states (T, D) after output_norm, without the output matmul: what embeddings pool.
     Tensor hidden(const Tensor& tokens, const Dim& start_pos, State& state) const;
 

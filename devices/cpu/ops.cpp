@@ -61,6 +61,41 @@ void attention(Device& dev, const Attention& a) {
                  &at, a.T * a.H, 1);
 }
 
+// The same kernels as attention, reading keys through the block table; items are (token, head) pairs.
+void paged_attention(Device& dev, const PagedAttention& a) {
+    ::cpu_kernels::Attention at;
+    at.q = a.q;
+    at.q_token_stride = a.H * a.Dk, at.q_head_stride = a.Dk;
+    at.kv_type = a.kv_type;
+    at.k = a.k;
+    at.k_pos_stride = a.Hkv * a.Dk, at.k_head_stride = a.Dk;
+    at.v = a.v;
+    at.v_pos_stride = a.Hkv * a.Dv, at.v_head_stride = a.Dv;
+    at.out = a.out;
+    at.out_token_stride = a.H * a.Dv, at.out_head_stride = a.Dv;
+    at.n_tokens = a.T;
+    at.n_head = a.H, at.n_head_kv = a.Hkv, at.head_dim_k = a.Dk, at.head_dim_v = a.Dv;
+    at.scale = a.scale;
+    at.window = a.window;
+    at.sinks = a.sinks;
+    at.pos = a.pos, at.seq = a.seq, at.block_table = a.block_table;
+    at.n_seqs = a.S, at.blocks_per_seq = a.MB, at.block_size = a.BS, at.n_blocks = a.n_blocks;
+    dev.run_host([](const void* p, int64_t b, int64_t e) { ::cpu_kernels::attention(*static_cast<const ::cpu_kernels::Attention*>(p), b, e); },
+                 &at, a.T * a.H, 1);
+}
+
+// Items are tokens: row t of x into pool row slot[t] (f16 rounded to nearest even, as a cast).
+void kv_store_rows(const KvStore& a, int64_t b, int64_t e) {
+    const size_t row_bytes = size_t(*gguf::row_bytes(a.kv_type, a.row));
+    for (int64_t t = b; t < e; t++) {
+        const int64_t slot = a.slot[t];
+        if (slot >= 0 && slot < a.n_rows)
+            ::cpu_kernels::quantize_rows(a.kv_type, a.x + t * a.row, a.row, a.row, static_cast<uint8_t*>(a.pool) + slot * row_bytes, 0, 1);
+        a.out[t] = static_cast<int32_t>(slot);
+    }
+}
+void kv_store(Device& dev, const KvStore& a) { over<KvStore, kv_store_rows>(dev, a, a.T, 1); }
+
 void topk(Device& dev, const TopK& a) { over<TopK, ::cpu_kernels::topk>(dev, a, a.rows, a.ggml_order ? 64 : 1); }
 void rows(Device& dev, const Rows& a) { over<Rows, ::cpu_kernels::rows>(dev, a, a.n, 1); }
 void conv1d(Device& dev, const Conv1d& a) { over<Conv1d, ::cpu_kernels::conv1d>(dev, a, a.C, 64); }
@@ -87,6 +122,8 @@ ops::Impl host_op(ops::Kind kind, gguf::Type) {
         case Kind::ROWS: return impl<Rows, rows>();
         case Kind::CONV1D: return impl<Conv1d, conv1d>();
         case Kind::DELTA_RULE: return impl<DeltaRule, delta_rule>();
+        case Kind::PAGED_ATTENTION: return impl<PagedAttention, paged_attention>();
+        case Kind::KV_STORE: return impl<KvStore, kv_store>();
     }
     return {};
 }

@@ -179,28 +179,33 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
         heads[h - h_begin] = {-INFINITY, 0.0f, accs + (h - h_begin) * 16 * vc};
         for (int64_t c = 0; c < 16 * vc; c++) heads[h - h_begin].acc[c] = 0.0f;
     }
-    const int64_t pos = a.start_pos + t;
+    const int64_t pos = query_pos(a, t);
     const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
     const int64_t hk_begin = h_begin / group, hk_end = (h_end - 1) / group + 1;
     const size_t elem = a.kv_type == Type::F32 ? 4 : 2;
     const float* q = a.q + t * a.q_token_stride;
-    for (int64_t j0 = first; j0 <= pos; j0 += 16) {
-        const int nb = static_cast<int>(pos + 1 - j0 < 16 ? pos + 1 - j0 : 16);
+    // blocks of ≤ 16 keys that never cross a paged KV block, so their rows are contiguous
+    for (int64_t j0 = first, nb; j0 <= pos; j0 += nb) {
+        nb = pos + 1 - j0 < 16 ? pos + 1 - j0 : 16;
+        if (key_run(a, j0) < nb) nb = key_run(a, j0);
+        const int64_t row0 = key_row(a, t, j0);
         for (int64_t hk = hk_begin; hk < hk_end; hk++) {
             // fetch this KV head's rows of the next block now (the hardware prefetcher does not follow
             // strided rows)
-            for (int64_t j = j0 + 16; j < j0 + 32 && j <= pos; j++) {
-                const char* kr = static_cast<const char*>(a.k) + (j * a.k_pos_stride + hk * a.k_head_stride) * elem;
-                const char* vr = static_cast<const char*>(a.v) + (j * a.v_pos_stride + hk * a.v_head_stride) * elem;
+            for (int64_t j = j0 + nb; j < j0 + nb + 16 && j <= pos; j++) {
+                const int64_t row = key_row(a, t, j);
+                const char* kr = static_cast<const char*>(a.k) + (row * a.k_pos_stride + hk * a.k_head_stride) * elem;
+                const char* vr = static_cast<const char*>(a.v) + (row * a.v_pos_stride + hk * a.v_head_stride) * elem;
                 for (int64_t b = 0; b < Dk * static_cast<int64_t>(elem); b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
                 for (int64_t b = 0; b < Dv * static_cast<int64_t>(elem); b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
             }
             int64_t k_stride, v_stride;
-            const float* k = cache_rows(a, a.k, a.k_pos_stride, hk * a.k_head_stride, j0, nb, Dk, kc, kbuf, k_stride);
-            const float* v = cache_rows(a, a.v, a.v_pos_stride, hk * a.v_head_stride, j0, nb, Dv, vc, vbuf, v_stride);
+            const int n = static_cast<int>(nb);
+            const float* k = cache_rows(a, a.k, a.k_pos_stride, hk * a.k_head_stride, row0, n, Dk, kc, kbuf, k_stride);
+            const float* v = cache_rows(a, a.v, a.v_pos_stride, hk * a.v_head_stride, row0, n, Dv, vc, vbuf, v_stride);
             const int64_t h0 = hk * group > h_begin ? hk * group : h_begin, h1 = (hk + 1) * group < h_end ? (hk + 1) * group : h_end;
             for (int64_t h = h0; h < h1; h++)
-                attend_block<kKC, kVC>(a, q + h * a.q_head_stride, k, k_stride, v, v_stride, nb, kc, vc, heads[h - h_begin]);
+                attend_block<kKC, kVC>(a, q + h * a.q_head_stride, k, k_stride, v, v_stride, n, kc, vc, heads[h - h_begin]);
         }
     }
     for (int64_t h = h_begin; h < h_end; h++) finish_head(a, t, h, heads[h - h_begin], vc);
@@ -270,8 +275,8 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const size_t per_tile = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + kQueryTile * group * 16 * vc + 2 * kScratchSkew) +
                             sizeof(HeadState) * kQueryTile * group;
     auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, per_token > per_tile ? per_token : per_tile));
-    // whole tokens (all heads) of a prefill with square 32/64/128 heads go by tiles of query tokens
-    const bool tiles = a.n_tokens > 1 && a.head_dim_k == a.head_dim_v && (a.head_dim_k == 32 || a.head_dim_k == 64 || a.head_dim_k == 128);
+    // whole tokens (all heads) of a contiguous-cache prefill with square 32/64/128 heads go by tiles of query tokens
+    const bool tiles = !a.block_table && a.n_tokens > 1 && a.head_dim_k == a.head_dim_v && (a.head_dim_k == 32 || a.head_dim_k == 64 || a.head_dim_k == 128);
     for (int64_t pair = pair_begin; pair < pair_end;) {
         const int64_t t = pair / a.n_head, h_begin = pair % a.n_head;
         const int64_t h_end = (t + 1) * a.n_head < pair_end ? a.n_head : pair_end - t * a.n_head;

@@ -23,14 +23,15 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     auto acc = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * a.head_dim_v));
     for (int64_t pair = pair_begin; pair < pair_end; pair++) {
         const int64_t t = pair / a.n_head, h = pair % a.n_head, hk = h / group;
-        const int64_t pos = a.start_pos + t;
+        const int64_t pos = query_pos(a, t);
         const int64_t first = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
         const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;
 
         float max = -std::numeric_limits<float>::infinity(), sum = 0.0f;
         std::fill(acc, acc + a.head_dim_v, 0.0f);
         for (int64_t j = first; j <= pos; j++) {
-            const int64_t k_off = j * a.k_pos_stride + hk * a.k_head_stride;
+            const int64_t row = key_row(a, t, j);
+            const int64_t k_off = row * a.k_pos_stride + hk * a.k_head_stride;
             float logit = 0.0f;
             for (int64_t c = 0; c < a.head_dim_k; c++) logit += q[c] * load(a.kv_type, a.k, k_off + c);
             logit *= a.scale;
@@ -42,7 +43,7 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
             }
             const float p = std::exp(logit - max);
             sum += p;
-            const int64_t v_off = j * a.v_pos_stride + hk * a.v_head_stride;
+            const int64_t v_off = row * a.v_pos_stride + hk * a.v_head_stride;
             for (int64_t c = 0; c < a.head_dim_v; c++) acc[c] += p * load(a.kv_type, a.v, v_off + c);
         }
         if (a.sinks) {  // the sink joins the softmax denominator but carries no value

@@ -243,6 +243,8 @@ void validate(const Attention& a) {
     if (a.head_dim_k <= 0 || a.head_dim_v <= 0) error("head dims must be positive");
     if (a.window < 0) error("negative window");
     if (a.n_tokens > 0 && (!a.q || !a.k || !a.v || !a.out)) error("null pointer");
+    if (a.block_table && (!a.pos || !a.seq || a.n_seqs <= 0 || a.blocks_per_seq <= 0 || a.block_size <= 0 || a.n_blocks <= 0))
+        error("paged: null pos/seq or an empty block table");
 }
 
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {

@@ -121,7 +121,31 @@ struct Attention {
     float scale = 1.0f;               // logits = scale · q·k
     int64_t window = 0;               // > 0: query at p sees keys at p-window+1 .. p (sliding window)
     const float* sinks = nullptr;     // (n_head) or null: per-head sink logit, in the softmax sum only
+    // Paged KV (ops::PagedAttention), when block_table is set: token t is at position pos[t] of sequence
+    // seq[t] (start_pos is not read), and key position p is cache row
+    // block_table[seq[t] * blocks_per_seq + p / block_size] * block_size + p % block_size.
+    const int32_t* pos = nullptr;          // (n_tokens)
+    const int32_t* seq = nullptr;          // (n_tokens)
+    const int32_t* block_table = nullptr;  // (n_seqs, blocks_per_seq)
+    int64_t n_seqs = 0, blocks_per_seq = 0, block_size = 0, n_blocks = 0;
 };
+
+// Token t's position, and the cache row of its key position p with how many rows from there are
+// contiguous (to the end of p's block). Paged positions, sequences and block ids are clamped into range.
+inline int64_t query_pos(const Attention& a, int64_t t) {
+    if (!a.block_table) return a.start_pos + t;
+    const int64_t p = a.pos[t], last = a.blocks_per_seq * a.block_size - 1;
+    return p < 0 ? 0 : p > last ? last : p;
+}
+inline int64_t key_row(const Attention& a, int64_t t, int64_t p) {
+    if (!a.block_table) return p;
+    int64_t s = a.seq[t];
+    s = s < 0 ? 0 : s >= a.n_seqs ? a.n_seqs - 1 : s;
+    int64_t b = a.block_table[s * a.blocks_per_seq + p / a.block_size];
+    b = b < 0 ? 0 : b >= a.n_blocks ? a.n_blocks - 1 : b;
+    return b * a.block_size + p % a.block_size;
+}
+inline int64_t key_run(const Attention& a, int64_t p) { return a.block_table ? a.block_size - p % a.block_size : INT64_MAX; }
 
 void validate(const Attention& a);
 
