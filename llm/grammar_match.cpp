@@ -108,6 +108,16 @@ struct GrammarExpand {
     static constexpr size_t MEMO_AFTER = 4096;
     size_t calls = 0;
     std::unordered_set<std::string> seen;
+    // Past INDEX_AFTER stacks in `out`, its duplicate check goes through a hash set of its stacks instead of
+    // a linear scan: `word (","* word){63}` with an empty `word` puts a letter in any of 64 places, each
+    // expanding through the rest, and the scans made every mask quadratic in them (found by fuzz_grammar).
+    static constexpr size_t INDEX_AFTER = 64;
+    const GrammarStacks* indexed = nullptr;  // the `out` whose stacks `in_out` holds
+    std::unordered_set<std::string> in_out;
+
+    static std::string key_of(const GrammarElement* const* stack, size_t n) {
+        return std::string(reinterpret_cast<const char*>(stack), n * sizeof(*stack));
+    }
 
     static void add(GrammarStacks& out, const std::vector<const GrammarElement*>& stack) {
         for (size_t i = 0; i < out.size(); i++) {  // the sets are small: a linear duplicate check
@@ -118,13 +128,26 @@ struct GrammarExpand {
         out.ends.push_back(uint32_t(out.data.size()));
     }
 
+    void add_work(GrammarStacks& out) {
+        if (out.size() < INDEX_AFTER) return add(out, work);
+        if (indexed != &out || in_out.size() != out.size()) {  // first large add into this `out`: index it
+            in_out.clear();
+            for (size_t i = 0; i < out.size(); i++)
+                in_out.insert(key_of(out.data.data() + out.begin_of(i), out.ends[i] - out.begin_of(i)));
+            indexed = &out;
+        }
+        if (!in_out.insert(key_of(work.data(), work.size())).second) return;
+        out.data.insert(out.data.end(), work.begin(), work.end());
+        out.ends.push_back(uint32_t(out.data.size()));
+    }
+
     void expand(GrammarStacks& out) {
         if (++calls > MEMO_AFTER &&
             !seen.emplace(reinterpret_cast<const char*>(work.data()), work.size() * sizeof(work[0])).second)
             return;
-        if (work.empty()) return add(out, work);
+        if (work.empty()) return add_work(out);
         const GrammarElement* pos = work.back();
-        if (pos->op != GrammarOp::RULE_REF) return add(out, work);
+        if (pos->op != GrammarOp::RULE_REF) return add_work(out);
         work.pop_back();
         const GrammarElement* after = pos + 1;
         const bool push_after = !is_end_of_sequence(after);
@@ -146,6 +169,7 @@ struct GrammarExpand {
     void advance(const GrammarStacks& from, uint32_t c, GrammarStacks& out) {
         calls = 0;  // a new `out`: what was expanded into another one does not count
         seen.clear();
+        indexed = nullptr;
         for (size_t i = 0; i < from.size(); i++) {
             const GrammarElement* top = from.top(i);
             if (!top || !is_char(top)) continue;

@@ -279,6 +279,28 @@ TEST_CASE("grammar matcher: empty alternatives under a repetition stay polynomia
     CHECK_FALSE(matches(gbnf, "ab"));
 }
 
+TEST_CASE("grammar matcher: a letter that many repetitions can take keeps one copy of each stack (found by fuzz_grammar)") {
+    // The letter may go to any of 64 words (the commas and words before it may be empty): hundreds of stacks,
+    // deduplicated through a hash set past 64 of them.
+    const std::string gbnf = "root ::= word (\",\"* word){63}\nword ::= [a-z]{0,4}";
+    CHECK(matches(gbnf, "abtype,c"));
+    CHECK_FALSE(matches(gbnf, "ab-c"));
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    auto grammar = llm::parse_gbnf(gbnf);
+    llm::GrammarMatcher m(grammar, vocab);
+    const std::string path = "ab,c";
+    llm::GrammarMatcher probe(grammar, vocab);  // the one-token check, without a mask
+    for (size_t step = 0; step <= path.size(); step++) {
+        const std::vector<uint64_t> mask = m.allowed();
+        for (int32_t t = 0; t < tk.n_vocab(); t++) {
+            INFO("step " << step << " token " << t << " '" << tk.piece(t) << "'");
+            CHECK(probe.allows(t) == bool((mask[size_t(t) >> 6] >> (t & 63)) & 1));
+        }
+        if (step < path.size()) REQUIRE((m.accept_text(path.substr(step, 1)) && probe.accept_text(path.substr(step, 1))));
+    }
+}
+
 TEST_CASE("json_schema: a \\u escape without 4 hex digits in a pattern is a GrammarError (found by fuzz_grammar)") {
     for (const char* pattern : {"^\\uzzzz$", "^\\u12g4$", "^\\u-123$"}) {
         INFO(pattern);
