@@ -79,7 +79,7 @@ Job parse_completion_request(const json& body, const llm::Session& session, cons
 // parallel: one call or several. Throw ApiError 400 naming the rule or keyword.
 llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& tokenizer);
 using llm::ToolSyntax;
-ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools);  // from a probe rendering
+using llm::detect_tool_syntax;
 llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer,
                                    ToolSyntax syntax = ToolSyntax::HERMES);
 // tool_choice "none": the syntax's call-opener token (none when the vocabulary writes it as text), for

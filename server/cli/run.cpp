@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <optional>
 #include <sstream>
 
 namespace cli {
@@ -104,11 +103,16 @@ int cmd_run(const std::vector<std::string>& argv) {
 
     auto session = llm::open_session(so);
     const tok::Tokenizer& tk = session->tokenizer();
-    std::optional<server::ChatPrompt> chat_prompt;
-    if (chat) chat_prompt = server::render_user_prompt(*session, server::model_chat_renderer(*session, chat_template), prompt);
-    std::vector<int32_t> prompt_ids = chat_prompt ? chat_prompt->ids
-                                      : have_ids  ? parse_ids(args, ids_text, "--ids")
-                                                  : tk.encode(prompt, true, true);
+    // --chat: the prompt as the server's chat completions prepare it, and its reply's router options;
+    // else raw text as /v1/completions takes it (the router passes everything through as content)
+    llm::PreparedChat prepared;
+    prepared.router.parse_reasoning = false;
+    if (chat) {
+        llm::ChatInput input;
+        input.messages.push_back({{"role", "user"}, {"content", prompt}});
+        prepared = llm::prepare_chat(server::model_chat_renderer(*session, chat_template), tk, input);
+    }
+    std::vector<int32_t> prompt_ids = chat ? prepared.ids : have_ids ? parse_ids(args, ids_text, "--ids") : tk.encode(prompt, true, true);
     if (prompt_ids.empty()) prompt_ids.push_back(tk.bos() >= 0 ? tk.bos() : 0);  // an empty prompt starts from BOS
     if (!force_text.empty()) {
         go.forced = parse_ids(args, force_text, "--force");
@@ -117,10 +121,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     }
 
     nlohmann::json top = nlohmann::json::array();
-    tok::StreamDecoder stream(tk);
-    // --chat: the reply goes through the server's router (the answer only); else every token's text
-    std::optional<llm::ReplyStream> reply;
-    if (chat_prompt) reply.emplace(tk, std::vector<std::string>{}, chat_prompt->router, prompt_ids);
+    // the server's reply stream, so the same ids print the same text (--chat: the answer only)
+    llm::ReplyStream reply(tk, {}, prepared.router, prompt_ids);
     auto print = [](const std::string& text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
@@ -131,7 +133,7 @@ int cmd_run(const std::vector<std::string>& argv) {
             for (auto [id, logit] : s.top_logits) step.push_back({id, logit});
             top.push_back(std::move(step));
         } else {
-            print(reply ? reply->push(s.id).content : stream.push(s.id));
+            print(reply.push(s.id).content);
         }
         return true;
     };
@@ -141,7 +143,7 @@ int cmd_run(const std::vector<std::string>& argv) {
         if (go.n_top_logits > 0) out["top_logits"] = top;
         std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-        print(reply ? reply->finish().content : stream.flush());
+        print(reply.finish().content);
         std::printf("\n");
     }
     return 0;
