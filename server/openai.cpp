@@ -75,12 +75,12 @@ void parse_common(const json& body, const llm::Session& session, Job& job) {
         job.include_usage = boolean(body["stream_options"], "include_usage", false);
     }
 
-    // Defaults are llama.cpp's server defaults, which small local models need more than OpenAI's.
     llm::SamplingParams& s = job.generate.sampling;
-    s.temperature = float(number(body, "temperature", 0.0, 2.0, 0.8));
-    s.top_p = float(number(body, "top_p", 0.0, 1.0, 0.95));
-    s.top_k = int(integer(body, "top_k", 0, 1 << 30, 40));
-    s.min_p = float(number(body, "min_p", 0.0, 1.0, 0.05));
+    const llm::SamplingParams d = llm::default_sampling();
+    s.temperature = float(number(body, "temperature", 0.0, 2.0, d.temperature));
+    s.top_p = float(number(body, "top_p", 0.0, 1.0, d.top_p));
+    s.top_k = int(integer(body, "top_k", 0, 1 << 30, d.top_k));
+    s.min_p = float(number(body, "min_p", 0.0, 1.0, d.min_p));
     s.presence_penalty = float(number(body, "presence_penalty", -2.0, 2.0, 0.0));
     s.frequency_penalty = float(number(body, "frequency_penalty", -2.0, 2.0, 0.0));
     int64_t seed = integer(body, "seed", INT64_MIN, INT64_MAX, -1);

@@ -1,13 +1,54 @@
-// The flags `run`, `chat` and `serve` share for structured output and templates: --grammar FILE
-// (GBNF), --json-schema FILE (JSON Schema) and --chat-template FILE (replaces the model's template).
+// The flags several commands share, read one way: sampling (--temp, --top-k, --top-p, --min-p, --seed),
+// --device / $TINYLLM_DEVICE, --grammar FILE (GBNF), --json-schema FILE (JSON Schema) and
+// --chat-template FILE (replaces the model's template).
+#include "devices/device.h"
+#include "devices/env.h"
 #include "llm/grammar.h"
 #include "server/cli/cli.h"
+
+#include <cctype>
 
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 namespace cli {
+
+namespace {
+
+// The registered backend a device name means ("" when none): names are case-insensitive, and "AMD:0",
+// the name `info --devices` gives the first AMD GPU, is the AMD backend (which drives that GPU).
+std::string backend_of(const std::string& name) {
+    std::string key = name;
+    for (char& c : key) c = char(std::toupper(static_cast<unsigned char>(c)));
+    if (key == "AMD:0") key = "AMD";
+    for (const std::string& known : devices::registered())
+        if (key == known) return key;
+    return "";
+}
+
+}  // namespace
+
+bool accepts_device(const std::string& name) { return !backend_of(name).empty(); }
+
+std::string device_flag(Args& args) {
+    std::string name;
+    const bool given = args.value("--device", name);
+    if (!given) name = devices::env::device();
+    if (std::string backend = backend_of(name); !backend.empty()) return backend;
+    std::string known;
+    for (const std::string& k : devices::registered()) known += (known.empty() ? "" : ", ") + k;
+    args.usage_error(std::string(given ? "--device" : "$TINYLLM_DEVICE") + ": unknown device '" + name + "' (known: " + known +
+                     "; AMD:0 is AMD; tinyllm info --devices lists this machine's)");
+}
+
+void sampling_flags(Args& args, llm::SamplingParams& sampling) {
+    args.number("--temp", sampling.temperature);
+    args.number("--top-k", sampling.top_k);
+    args.number("--top-p", sampling.top_p);
+    args.number("--min-p", sampling.min_p);
+    args.number("--seed", sampling.seed);
+}
 
 std::string read_text_file(const std::string& path, const std::string& flag) {
     std::ifstream in(path, std::ios::binary);

@@ -1,7 +1,7 @@
 // tinyllm run: a raw completion of a prompt (or of given token ids), streamed to stdout; --json for
 // tools and golden comparisons (prompt ids, generated ids, text, top raw logits per step); --chat
 // renders the prompt as a user message through the chat template (--chat-template FILE replaces it).
-#include "devices/env.h"
+#include "llm/chat_prompt.h"
 #include "llm/reply_stream.h"
 #include "llm/session.h"
 #include "server/server.h"
@@ -33,7 +33,7 @@ const char* USAGE =
     "  --force 5,17,9    teacher forcing: feed these ids after the prompt instead of the sampled ones\n"
     "  --kv f16|f32      KV cache type (default f16)\n"
     "  --ctx N           context size (default: the model's, at most 4096)\n"
-    "  --device NAME     CPU, or AMD (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
+    "  --device NAME     CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
     "  --grammar FILE    constrain the output to a GBNF grammar (llama.cpp's format)\n"
     "  --json-schema FILE  constrain the output to JSON that a JSON Schema accepts\n"
     "  --chat            the prompt is a user message, rendered by the chat template as the server does;\n"
@@ -75,20 +75,12 @@ int cmd_run(const std::vector<std::string>& argv) {
     args.value("--kv", kv);
     args.value("--force", force_text);
     args.number("--ctx", so.n_ctx);
-    so.device = devices::env::device();
-    args.value("--device", so.device);
+    so.device = device_flag(args);
     llm::GenerateOptions go;
     go.max_tokens = 64;
-    go.sampling.temperature = 0.8f;
-    go.sampling.top_k = 40;
-    go.sampling.top_p = 0.95f;
-    go.sampling.min_p = 0.05f;
+    go.sampling = llm::default_sampling();  // seed 0: the same output every run
     args.number("-n", go.max_tokens);
-    args.number("--temp", go.sampling.temperature);
-    args.number("--top-k", go.sampling.top_k);
-    args.number("--top-p", go.sampling.top_p);
-    args.number("--min-p", go.sampling.min_p);
-    args.number("--seed", go.sampling.seed);
+    sampling_flags(args, go.sampling);
     args.number("--top-logits", go.n_top_logits);
     bool json = args.flag("--json");
     go.grammar = grammar_flags(args);
