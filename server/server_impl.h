@@ -89,10 +89,18 @@ std::vector<int32_t> tool_opener_tokens(ToolSyntax syntax, const tok::Tokenizer&
 llm::GrammarSpec harmony_no_call_grammar(const tok::Tokenizer& tokenizer);
 int32_t special_token(const std::string& text, const tok::Tokenizer& tokenizer);  // its id when one special token, else -1
 
-// What one step of a reply added: routed text and the logprob entries of the tokens behind it.
+// One generated token with logprobs: its text (the id decoded alone), its log-probability and the most
+// likely alternatives. The reply formats write it as JSON (chat: {token, logprob, bytes, top_logprobs}).
+struct TokenLogprob {
+    std::string token;
+    float logprob = 0.0f;
+    std::vector<std::pair<std::string, float>> top;  // (token text, logprob), most likely first
+};
+
+// What one step of a reply added: routed text and the logprobs of the tokens behind it.
 struct Delta {
     llm::RoutedText text;
-    json logprobs = json::array();  // chat form: [{token, logprob, bytes, top_logprobs}]
+    std::vector<TokenLogprob> logprobs;
     bool empty() const { return text.empty() && logprobs.empty(); }
 };
 
