@@ -39,7 +39,7 @@ std::string device_flag(Args& args) {
     std::string known;
     for (const std::string& k : devices::registered()) known += (known.empty() ? "" : ", ") + k;
     args.usage_error(std::string(given ? "--device" : "$TINYLLM_DEVICE") + ": unknown device '" + name + "' (known: " + known +
-                     "; AMD:0 is AMD; tinyllm info --devices lists this machine's)");
+                     "); AMD:0 is AMD, and tinyllm info --devices lists this machine's");
 }
 
 void sampling_flags(Args& args, llm::SamplingParams& sampling) {
