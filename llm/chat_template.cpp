@@ -201,19 +201,27 @@ std::string ChatTemplate::fallback_source(const std::string& pre, const std::str
     return std::string(CONTENT_MACRO) + body;
 }
 
-void ChatTemplate::prepare_messages(nlohmann::ordered_json& messages) {
+void ChatTemplate::prepare_messages(nlohmann::ordered_json& messages, int max_depth) {
     if (!messages.is_array()) return;
-    for (auto& message : messages) {
+    for (size_t i = 0; i < messages.size(); i++) {
+        auto& message = messages[i];
         if (!message.is_object()) continue;
         auto calls = message.find("tool_calls");
         if (calls == message.end() || !calls->is_array()) continue;
-        for (auto& call : *calls) {
+        for (size_t j = 0; j < calls->size(); j++) {
+            auto& call = (*calls)[j];
             if (!call.is_object()) continue;
             auto function = call.find("function");
             if (function == call.end() || !function->is_object()) continue;
             auto arguments = function->find("arguments");
             if (arguments == function->end() || !arguments->is_string()) continue;
-            auto parsed = nlohmann::ordered_json::parse(arguments->get_ref<const std::string&>(), nullptr, false);
+            // the depth is checked while parsing, so no deeper value exists for a template to recurse into
+            const auto limit_depth = [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+                if (depth <= max_depth) return true;
+                const std::string param = "messages[" + std::to_string(i) + "].tool_calls[" + std::to_string(j) + "].function.arguments";
+                throw ChatInputError(param + " nests deeper than " + std::to_string(max_depth) + " levels (the limit)", param);
+            };
+            auto parsed = nlohmann::ordered_json::parse(arguments->get_ref<const std::string&>(), limit_depth, false);
             if (parsed.is_object()) *arguments = std::move(parsed);
         }
     }

@@ -29,6 +29,13 @@ struct TemplateError : std::runtime_error {
 
 // What one render may use; exceeding any is a TemplateError (RUNTIME) naming the limit. Every real
 // template in ../shared/golden/templates uses a tiny fraction (tests/llm/chat_template_budget_test.cpp).
+// A chat's messages cannot be prepared (tool-call arguments nest too deep); `param` names the field
+// (messages[2].tool_calls[0].function.arguments).
+struct ChatInputError : std::invalid_argument {
+    std::string param;
+    ChatInputError(const std::string& message, std::string param_) : std::invalid_argument(message), param(std::move(param_)) {}
+};
+
 struct TemplateLimits {
     uint64_t max_steps = 2'000'000;                // statements, expressions, loop iterations, items touched
     uint64_t max_output_bytes = 32ull << 20;       // all text appended to the output and captured blocks
@@ -68,8 +75,9 @@ public:
     static std::string fallback_source(const std::string& pre, const std::string& arch);
 
     // Prepares an OpenAI `messages` array in place for templates: tool-call `arguments` sent as JSON
-    // strings (the OpenAI wire format) become objects, as templates expect. Invalid JSON stays a string.
-    static void prepare_messages(nlohmann::ordered_json& messages);
+    // strings (the OpenAI wire format) become objects, as templates expect. Invalid JSON stays a string;
+    // arguments nesting deeper than `max_depth` throw ChatInputError.
+    static void prepare_messages(nlohmann::ordered_json& messages, int max_depth = 256);
 
 private:
     struct Impl;

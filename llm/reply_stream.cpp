@@ -56,39 +56,17 @@ std::string StopScanner::finish() {
 
 ReplyStream::ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router,
                          const std::vector<int32_t>& prompt)
-    : tokenizer_(tokenizer), stop_(std::move(stops)), router_(std::move(router)) {
-    constexpr size_t N_CONTEXT = 4;
-    ids_.assign(prompt.end() - std::min(prompt.size(), N_CONTEXT), prompt.end());
-    prefix_ = 0;
-    read_ = ids_.size();
-}
-
-// Decoding a window that starts a few tokens back (not token by token) keeps what detokenizers do at
-// word starts right; text ending in an incomplete code point (or the U+FFFD a decoder renders for one)
-// waits for the next token.
-std::string ReplyStream::decode_new_text(bool at_end) {
-    auto begin = ids_.begin() + std::ptrdiff_t(prefix_);
-    const std::string before = tokenizer_.decode(std::vector<int32_t>(begin, ids_.begin() + std::ptrdiff_t(read_)));
-    const std::string text = tokenizer_.decode(std::vector<int32_t>(begin, ids_.end()));
-    if (text.size() <= before.size()) return "";
-    if (!at_end && (incomplete_utf8_suffix(text) > 0 || std::string_view(text).ends_with("\xEF\xBF\xBD"))) return "";
-    size_t shared = 0;  // == before.size() unless the new id changed how the window's start decodes
-    while (shared < before.size() && before[shared] == text[shared]) shared++;
-    prefix_ = read_;
-    read_ = ids_.size();
-    return text.substr(shared);
-}
+    : tokenizer_(tokenizer), decoder_(tokenizer, !prompt.empty()), stop_(std::move(stops)), router_(std::move(router)) {}
 
 RoutedText ReplyStream::push(int32_t id) {
     if (stop_.matched() || tokenizer_.is_end(id)) return {};
     if (tokenizer_.is_control(id) && !router_.reads_marker(tokenizer_.piece(id))) return {};  // shown as nothing
-    ids_.push_back(id);
-    return router_.push(stop_.push(decode_new_text(false)));
+    return router_.push(stop_.push(decoder_.push(id)));
 }
 
 RoutedText ReplyStream::finish() {
     RoutedText out;
-    if (!stop_.matched()) out = router_.push(stop_.push(decode_new_text(true)));
+    if (!stop_.matched()) out = router_.push(stop_.push(decoder_.flush()));
     out.append(router_.push(stop_.finish()));
     out.append(router_.finish());
     return out;

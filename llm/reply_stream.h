@@ -33,8 +33,8 @@ size_t incomplete_utf8_suffix(std::string_view text);
 
 class ReplyStream {
 public:
-    // `prompt` gives the decoder context: a reply's first word keeps its leading space, which
-    // detokenizers drop at the start of a text.
+    // A reply after a non-empty `prompt` continues its text: the first word keeps its leading space,
+    // which SentencePiece detokenizers drop at the start of a text.
     ReplyStream(const tok::Tokenizer& tokenizer, std::vector<std::string> stops, RouterOptions router,
                 const std::vector<int32_t>& prompt = {});
     RoutedText push(int32_t id);  // end-of-generation and control ids add no text
@@ -43,15 +43,10 @@ public:
     const std::string& stop_string() const { return stop_.matched_stop(); }
 
 private:
-    std::string decode_new_text(bool at_end);
-
     const tok::Tokenizer& tokenizer_;
+    tok::StreamDecoder decoder_;  // ids -> whole UTF-8 code points
     StopScanner stop_;
     StreamRouter router_;
-    // Incremental detokenization over a short window: decode(ids_[prefix_..]) minus decode(ids_[prefix_..read_))
-    // is the new text; ids before read_ are already passed on.
-    std::vector<int32_t> ids_;  // a few prompt ids for context, then the reply's text ids
-    size_t prefix_ = 0, read_ = 0;
 };
 
 }  // namespace llm

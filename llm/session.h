@@ -39,6 +39,17 @@ struct SamplingParams {
     uint64_t seed = 0;
 };
 
+// Where every front end starts (server requests without the field, `tinyllm run`, `tinyllm chat`):
+// llama.cpp's defaults, which small local models need more than OpenAI's. SamplingParams{} is greedy.
+inline SamplingParams default_sampling() {
+    SamplingParams s;
+    s.temperature = 0.8f;
+    s.top_k = 40;
+    s.top_p = 0.95f;
+    s.min_p = 0.05f;
+    return s;
+}
+
 // What happened at one generated step.
 struct TokenStep {
     int32_t id = -1;

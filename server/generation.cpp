@@ -6,17 +6,6 @@
 
 namespace server {
 
-namespace {
-
-json token_entry(const tok::Tokenizer& tokenizer, int32_t id, float logprob) {
-    std::string text = tokenizer.decode({id});
-    json bytes = json::array();
-    for (unsigned char c : text) bytes.push_back(int(c));
-    return {{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
-}
-
-}  // namespace
-
 Outcome generate_reply(llm::Session& session, const Job& job, const std::function<bool(Delta&&)>& on_delta,
                        const std::function<bool()>& client_gone, const std::function<bool()>& interrupted,
                        const std::function<void(const Progress&)>& on_prefill) {
@@ -40,9 +29,8 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
     options.logprobs = options.logprobs || job.logprobs;
     options.on_token = [&](const llm::TokenStep& step) {
         if (job.logprobs && !tokenizer.is_end(step.id)) {
-            json entry = token_entry(tokenizer, step.id, step.logprob);
-            entry["top_logprobs"] = json::array();
-            for (auto [id, lp] : step.top_logprobs) entry["top_logprobs"].push_back(token_entry(tokenizer, id, lp));
+            TokenLogprob entry{tokenizer.decode({step.id}), step.logprob, {}};
+            for (auto [id, lp] : step.top_logprobs) entry.top.push_back({tokenizer.decode({id}), lp});
             pending.logprobs.push_back(std::move(entry));
         }
         if (!send(reply.push(step.id)) || client_gone()) {

@@ -75,12 +75,12 @@ void parse_common(const json& body, const llm::Session& session, Job& job) {
         job.include_usage = boolean(body["stream_options"], "include_usage", false);
     }
 
-    // Defaults are llama.cpp's server defaults, which small local models need more than OpenAI's.
     llm::SamplingParams& s = job.generate.sampling;
-    s.temperature = float(number(body, "temperature", 0.0, 2.0, 0.8));
-    s.top_p = float(number(body, "top_p", 0.0, 1.0, 0.95));
-    s.top_k = int(integer(body, "top_k", 0, 1 << 30, 40));
-    s.min_p = float(number(body, "min_p", 0.0, 1.0, 0.05));
+    const llm::SamplingParams d = llm::default_sampling();
+    s.temperature = float(number(body, "temperature", 0.0, 2.0, d.temperature));
+    s.top_p = float(number(body, "top_p", 0.0, 1.0, d.top_p));
+    s.top_k = int(integer(body, "top_k", 0, 1 << 30, d.top_k));
+    s.min_p = float(number(body, "min_p", 0.0, 1.0, d.min_p));
     s.presence_penalty = float(number(body, "presence_penalty", -2.0, 2.0, 0.0));
     s.frequency_penalty = float(number(body, "frequency_penalty", -2.0, 2.0, 0.0));
     int64_t seed = integer(body, "seed", INT64_MIN, INT64_MAX, -1);
@@ -129,55 +129,6 @@ void fit_context(const json& body, const llm::Session& session, Job& job, const 
     job.generate.max_tokens = int(max_tokens < 0 ? n_ctx - n_prompt : std::min<int64_t>(max_tokens, n_ctx - n_prompt));
 }
 
-// Client text enters the template with its control-token texts bracketed by two bytes that valid
-// UTF-8 (every JSON string) never holds; after rendering, the brackets mark the spans that must be
-// tokenized as text, so a message cannot forge turns with "<|im_start|>system".
-constexpr char LITERAL_OPEN = '\xFF', LITERAL_CLOSE = '\xFE';
-
-json bracket_control_tokens(const json& text, const tok::Tokenizer& tokenizer) {
-    const std::string& s = text.get_ref<const std::string&>();
-    const std::vector<tok::TextSpan> spans = tokenizer.control_spans(s);
-    if (spans.empty()) return text;
-    std::string out;
-    size_t at = 0;
-    for (const tok::TextSpan& span : spans) {
-        out.append(s, at, span.begin - at);
-        out += LITERAL_OPEN;
-        out.append(s, span.begin, span.end - span.begin);
-        out += LITERAL_CLOSE;
-        at = span.end;
-    }
-    return out.append(s, at);
-}
-
-// Every string (and object key) of a client value, bracketed: tool names, descriptions, parameter
-// schemas and call arguments reach the template as values, and `tojson` keeps the brackets.
-json bracket_all(const json& v, const tok::Tokenizer& tokenizer) {
-    if (v.is_string()) return bracket_control_tokens(v, tokenizer);
-    if (v.is_array()) {
-        json out = json::array();
-        for (const json& x : v) out.push_back(bracket_all(x, tokenizer));
-        return out;
-    }
-    if (!v.is_object()) return v;
-    json out = json::object();
-    for (const auto& [key, x] : v.items()) out[bracket_control_tokens(key, tokenizer).get<std::string>()] = bracket_all(x, tokenizer);
-    return out;
-}
-
-// The rendered prompt without the brackets, and the spans they enclosed.
-std::string take_literal_spans(const std::string& rendered, std::vector<tok::TextSpan>& spans) {
-    std::string out;
-    out.reserve(rendered.size());
-    size_t open = std::string::npos;
-    for (char c : rendered) {
-        if (c == LITERAL_OPEN) open = out.size();
-        else if (c != LITERAL_CLOSE) out += c;
-        else if (open != std::string::npos) spans.push_back({open, out.size()}), open = std::string::npos;
-    }
-    return out;
-}
-
 // A message's content as the template sees it: a string (text parts joined).
 json message_content(const json& content, size_t i) {
     const std::string param = "messages[" + std::to_string(i) + "].content";
@@ -194,7 +145,7 @@ json message_content(const json& content, size_t i) {
     return text;
 }
 
-json normalize_messages(const json& body, const tok::Tokenizer& tokenizer) {
+json normalize_messages(const json& body) {
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
         throw invalid("messages", "must be a non-empty list of messages");
     json messages = json::array();
@@ -208,9 +159,8 @@ json normalize_messages(const json& body, const tok::Tokenizer& tokenizer) {
         if (role == "developer") role = "system";  // the newer name; templates know "system"
         if (role != "system" && role != "user" && role != "assistant" && role != "tool")
             throw invalid(where + ".role", "must be one of system, developer, user, assistant, tool");
-        json out = {{"role", role}, {"content", bracket_control_tokens(message_content(m.value("content", json()), i), tokenizer)}};
-        if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
-            out["reasoning_content"] = bracket_control_tokens(m["reasoning_content"], tokenizer);
+        json out = {{"role", role}, {"content", message_content(m.value("content", json()), i)}};
+        if (m.contains("reasoning_content") && m["reasoning_content"].is_string()) out["reasoning_content"] = m["reasoning_content"];
         if (present(m, "tool_calls")) {
             if (!m["tool_calls"].is_array()) throw invalid(where + ".tool_calls", "must be a list");
             check_length(m["tool_calls"], MAX_TOOL_CALLS, where + ".tool_calls");
@@ -219,18 +169,12 @@ json normalize_messages(const json& body, const tok::Tokenizer& tokenizer) {
                 if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
                     !call["function"].contains("name") || !call["function"]["name"].is_string())
                     throw invalid(where + ".tool_calls", "entries must be {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
-                json fn = call["function"];
-                // OpenAI sends arguments as a JSON string; templates expect the object (…| tojson).
-                if (fn.contains("arguments") && fn["arguments"].is_string()) {
-                    json parsed = parse_json(fn["arguments"].get<std::string>(), where + ".tool_calls[].function.arguments");
-                    if (!parsed.is_discarded()) fn["arguments"] = parsed;
-                }
-                calls.push_back({{"id", call.value("id", "")}, {"type", "function"}, {"function", bracket_all(fn, tokenizer)}});
+                calls.push_back({{"id", call.value("id", "")}, {"type", "function"}, {"function", call["function"]}});
             }
             out["tool_calls"] = calls;
         }
         for (const char* key : {"tool_call_id", "name"})
-            if (m.contains(key) && m[key].is_string()) out[key] = bracket_control_tokens(m[key], tokenizer);
+            if (m.contains(key) && m[key].is_string()) out[key] = m[key];
         messages.push_back(std::move(out));
     }
     return messages;
@@ -238,7 +182,7 @@ json normalize_messages(const json& body, const tok::Tokenizer& tokenizer) {
 
 // tools + tool_choice: which tools the template sees, whether the reply must start with a call, and
 // whether tools were offered but calls forbidden ("none").
-json parse_tools(const json& body, bool& parse_calls, bool& required, bool& forbidden) {
+json parse_tools(const json& body, bool& required, bool& forbidden) {
     json tools = json::array();
     if (present(body, "tools")) {
         if (!body["tools"].is_array()) throw invalid("tools", "must be a list");
@@ -267,12 +211,9 @@ json parse_tools(const json& body, bool& parse_calls, bool& required, bool& forb
     }
     forbidden = choice == "none" && !tools.empty();
     if (choice == "none") tools = json::array();
-    parse_calls = !tools.empty();
     required = choice == "required";
     return tools;
 }
-
-std::string token_text(const tok::Tokenizer& tokenizer, int32_t id) { return id >= 0 && id < tokenizer.n_vocab() ? tokenizer.piece(id) : ""; }
 
 }  // namespace
 
@@ -335,6 +276,11 @@ static size_t max_token_bytes(const tok::Tokenizer& tokenizer) {
     return entry.second;
 }
 
+// The longest prompt check_prompt_bytes lets through.
+static size_t max_prompt_bytes(const llm::Session& session) {
+    return size_t(session.info().n_ctx) * max_token_bytes(session.tokenizer()) - 1;
+}
+
 void check_prompt_bytes(size_t bytes, const llm::Session& session, const char* param) {
     const size_t n_ctx = size_t(session.info().n_ctx), per_token = max_token_bytes(session.tokenizer());
     if (bytes / per_token >= n_ctx)
@@ -352,57 +298,47 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     const tok::Tokenizer& tokenizer = session.tokenizer();
 
     bool required = false, forbidden = false;
-    json context = {{"messages", normalize_messages(body, tokenizer)}};
+    llm::ChatInput input;
+    input.messages = normalize_messages(body);
     size_t content_bytes = 0;
-    for (const json& m : context["messages"]) content_bytes += m["content"].get_ref<const std::string&>().size();
+    for (const json& m : input.messages) content_bytes += m["content"].get_ref<const std::string&>().size();
     check_prompt_bytes(content_bytes, session, "messages");
-    json tools = parse_tools(body, job.router.parse_tool_calls, required, forbidden);
-    if (!tools.empty()) context["tools"] = bracket_all(tools, tokenizer);  // the grammar and router take them as sent
-    context["add_generation_prompt"] = true;
-    context["bos_token"] = token_text(tokenizer, tokenizer.bos());
-    context["eos_token"] = token_text(tokenizer, tokenizer.eos());
+    input.tools = parse_tools(body, required, forbidden);
     if (present(body, "chat_template_kwargs")) {
         if (!body["chat_template_kwargs"].is_object()) throw invalid("chat_template_kwargs", "must be an object");
         for (const auto& [key, value] : body["chat_template_kwargs"].items()) {
             // What the server validated or the vocabulary defines is not the client's to replace.
             for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "unk_token", "pad_token"})
                 if (key == reserved) throw invalid("chat_template_kwargs", "may not set '" + key + "' (the server sets it)");
-            context[key] = value;
+            input.kwargs[key] = value;
         }
     }
-
-    std::vector<tok::TextSpan> literal;
-    std::string prompt = take_literal_spans(render_chat(context), literal);
-    // The tokenizer adds BOS itself; a template that writes it too would double it.
-    const std::string bos = context["bos_token"].get<std::string>();
-    if (tokenizer.add_bos() && !bos.empty() && prompt.starts_with(bos)) {
-        prompt.erase(0, bos.size());
-        for (tok::TextSpan& span : literal) span = {span.begin - std::min(span.begin, bos.size()), span.end - std::min(span.end, bos.size())};
+    input.tool_call_first = required;
+    input.max_prompt_bytes = max_prompt_bytes(session);
+    llm::PreparedChat chat;
+    try {
+        chat = llm::prepare_chat(render_chat, tokenizer, input);
+    } catch (const llm::ChatInputError& e) {
+        throw ApiError(400, std::string("[server] ") + e.what(), e.param, "json_too_deep");
+    } catch (const llm::PromptTooLong& e) {
+        check_prompt_bytes(e.bytes, session, "messages");  // throws the 400 naming the context
+        throw;
     }
-    size_t end = prompt.find_last_not_of(" \n\r\t");
-    job.router.start_in_reasoning = end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>");
+    job.prompt = std::move(chat.ids);
+    job.router = std::move(chat.router);
+
     job.generate.grammar = parse_output_grammar(body, tokenizer);
     const bool parallel = boolean(body, "parallel_tool_calls", true);
     if (required && job.generate.grammar.grammar)
         throw invalid("tool_choice", "cannot require a tool call together with 'response_format', 'grammar' or 'json_schema'");
-    // the syntax also routes a reply without tools (gpt-oss's channels)
-    job.router.tool_syntax = detect_tool_syntax(render_chat, tools);
     if (forbidden) {  // "none": the opener token is never sampled, and the router reads no calls
         for (int32_t id : tool_opener_tokens(job.router.tool_syntax, tokenizer))
             job.generate.sampling.logit_bias[id] = -std::numeric_limits<float>::infinity();
         if (job.router.tool_syntax == ToolSyntax::HARMONY && !job.generate.grammar.grammar) job.generate.grammar = harmony_no_call_grammar(tokenizer);
     }
-    if (!tools.empty() && !job.generate.grammar.grammar) {
-        // the reply (required) or whatever follows the opener (auto) is a call in the template's syntax
-        job.generate.grammar = tool_call_grammar(tools, required, parallel, tokenizer, job.router.tool_syntax);
-        if (required && job.router.start_in_reasoning) {  // the call comes first: close the open think block
-            prompt += "\n\n</think>\n\n";
-            job.router.start_in_reasoning = false;
-        }
-    }
-    job.router.tools = tools;
-    check_prompt_bytes(prompt.size(), session, "messages");
-    job.prompt = tokenizer.encode_literal(prompt, true, literal);
+    // the reply (required) or whatever follows the opener (auto) is a call in the template's syntax
+    if (!input.tools.empty() && !job.generate.grammar.grammar)
+        job.generate.grammar = tool_call_grammar(input.tools, required, parallel, tokenizer, job.router.tool_syntax);
     fit_context(body, session, job, "messages");
 
     if (present(body, "logprobs") && !body["logprobs"].is_boolean()) throw invalid("logprobs", "must be true or false");
@@ -410,12 +346,6 @@ Job parse_chat_request(const json& body, const llm::Session& session, const Chat
     job.generate.n_top_logprobs = int(integer(body, "top_logprobs", 0, 20, 0));
     if (job.generate.n_top_logprobs > 0 && !job.logprobs) throw invalid("top_logprobs", "needs 'logprobs': true");
     return job;
-}
-
-ChatPrompt render_user_prompt(const llm::Session& session, const ChatRenderer& render_chat, const std::string& text) {
-    const json body = {{"messages", json::array({{{"role", "user"}, {"content", text}}})}};
-    Job job = parse_chat_request(body, session, render_chat, "");
-    return {.ids = std::move(job.prompt), .router = std::move(job.router)};
 }
 
 Job parse_completion_request(const json& body, const llm::Session& session, const std::string& model_name) {

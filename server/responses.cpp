@@ -15,18 +15,36 @@ json envelope(const Job& job, bool chunk) {
             {"system_fingerprint", "tinyllm"}};
 }
 
-// Chat entries [{token, logprob, top_logprobs}] in the legacy completions form.
-json completion_logprobs(const json& entries, size_t& text_offset) {
+json token_json(const std::string& token, float logprob) {
+    json bytes = json::array();
+    for (unsigned char c : token) bytes.push_back(int(c));
+    return {{"token", token}, {"logprob", logprob}, {"bytes", bytes}};
+}
+
+// The chat form: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+json chat_logprobs(const std::vector<TokenLogprob>& entries) {
+    json content = json::array();
+    for (const TokenLogprob& e : entries) {
+        json entry = token_json(e.token, e.logprob);
+        entry["top_logprobs"] = json::array();
+        for (const auto& [token, logprob] : e.top) entry["top_logprobs"].push_back(token_json(token, logprob));
+        content.push_back(std::move(entry));
+    }
+    return {{"content", std::move(content)}};
+}
+
+// The legacy completions form: parallel lists tokens, token_logprobs, top_logprobs, text_offset.
+json completion_logprobs(const std::vector<TokenLogprob>& entries, size_t& text_offset) {
     json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
                 {"text_offset", json::array()}};
-    for (const auto& e : entries) {
-        out["tokens"].push_back(e["token"]);
-        out["token_logprobs"].push_back(e["logprob"]);
+    for (const TokenLogprob& e : entries) {
+        out["tokens"].push_back(e.token);
+        out["token_logprobs"].push_back(e.logprob);
         json top = json::object();
-        for (const auto& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+        for (const auto& [token, logprob] : e.top) top[token] = logprob;
         out["top_logprobs"].push_back(top);
         out["text_offset"].push_back(text_offset);
-        text_offset += e["token"].get<std::string>().size();
+        text_offset += e.token.size();
     }
     return out;
 }
@@ -78,7 +96,7 @@ std::vector<json> StreamFormatter::on_delta(const Delta& d) {
     std::vector<json> out;
     json logprobs = nullptr;
     if (job_.logprobs && !d.logprobs.empty())
-        logprobs = job_.endpoint == Endpoint::CHAT ? json{{"content", d.logprobs}} : completion_logprobs(d.logprobs, text_offset_);
+        logprobs = job_.endpoint == Endpoint::CHAT ? chat_logprobs(d.logprobs) : completion_logprobs(d.logprobs, text_offset_);
     if (job_.endpoint == Endpoint::COMPLETION) {
         if (!d.text.content.empty() || !logprobs.is_null()) out.push_back(chunk(d.text.content, logprobs, nullptr));
         return out;
@@ -117,7 +135,7 @@ json whole_response(const Job& job, const Delta& reply, const Outcome& outcome) 
     size_t text_offset = 0;
     json logprobs = nullptr;
     if (job.logprobs)
-        logprobs = job.endpoint == Endpoint::CHAT ? json{{"content", reply.logprobs}} : completion_logprobs(reply.logprobs, text_offset);
+        logprobs = job.endpoint == Endpoint::CHAT ? chat_logprobs(reply.logprobs) : completion_logprobs(reply.logprobs, text_offset);
     if (job.endpoint == Endpoint::CHAT) {
         const auto& t = reply.text;
         json message = {{"role", "assistant"}};

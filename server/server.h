@@ -3,6 +3,7 @@
 #pragma once
 
 #include "hub/hub.h"
+#include "llm/chat_prompt.h"
 #include "llm/session.h"
 #include "llm/stream_router.h"
 
@@ -16,21 +17,11 @@
 
 namespace server {
 
-// Renders a chat into the prompt text: `context` holds messages, tools, add_generation_prompt,
-// bos_token, eos_token and the request's chat_template_kwargs (see llm::ChatTemplate::render).
-using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& context)>;
+using llm::ChatRenderer;  // the chat template as a function: context -> prompt text
 
 // The model's own chat template (or the fallback for its tokenizer preset), through llm::ChatTemplate;
 // `source`, when given, replaces it (--chat-template FILE).
 ChatRenderer model_chat_renderer(const llm::Session& session, const std::string& source = "");
-
-// A one-message chat (`text` as the user's message) as /v1/chat/completions renders it: template, BOS
-// and control tokens handled alike, and the router options its reply needs (`tinyllm run --chat`).
-struct ChatPrompt {
-    std::vector<int32_t> ids;
-    llm::RouterOptions router;
-};
-ChatPrompt render_user_prompt(const llm::Session& session, const ChatRenderer& render_chat, const std::string& text);
 
 struct ServerOptions {
     std::string host = "127.0.0.1";

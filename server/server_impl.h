@@ -79,7 +79,7 @@ Job parse_completion_request(const json& body, const llm::Session& session, cons
 // parallel: one call or several. Throw ApiError 400 naming the rule or keyword.
 llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& tokenizer);
 using llm::ToolSyntax;
-ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools);  // from a probe rendering
+using llm::detect_tool_syntax;
 llm::GrammarSpec tool_call_grammar(const json& tools, bool required, bool parallel, const tok::Tokenizer& tokenizer,
                                    ToolSyntax syntax = ToolSyntax::HERMES);
 // tool_choice "none": the syntax's call-opener token (none when the vocabulary writes it as text), for
@@ -89,10 +89,18 @@ std::vector<int32_t> tool_opener_tokens(ToolSyntax syntax, const tok::Tokenizer&
 llm::GrammarSpec harmony_no_call_grammar(const tok::Tokenizer& tokenizer);
 int32_t special_token(const std::string& text, const tok::Tokenizer& tokenizer);  // its id when one special token, else -1
 
-// What one step of a reply added: routed text and the logprob entries of the tokens behind it.
+// One generated token with logprobs: its text (the id decoded alone), its log-probability and the most
+// likely alternatives. The reply formats write it as JSON (chat: {token, logprob, bytes, top_logprobs}).
+struct TokenLogprob {
+    std::string token;
+    float logprob = 0.0f;
+    std::vector<std::pair<std::string, float>> top;  // (token text, logprob), most likely first
+};
+
+// What one step of a reply added: routed text and the logprobs of the tokens behind it.
 struct Delta {
     llm::RoutedText text;
-    json logprobs = json::array();  // chat form: [{token, logprob, bytes, top_logprobs}]
+    std::vector<TokenLogprob> logprobs;
     bool empty() const { return text.empty() && logprobs.empty(); }
 };
 

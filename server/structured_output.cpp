@@ -73,31 +73,6 @@ llm::GrammarSpec parse_output_grammar(const json& body, const tok::Tokenizer& to
     return spec;
 }
 
-ToolSyntax detect_tool_syntax(const ChatRenderer& render_chat, const json& tools) {
-    // how the template writes a call back into the history says how the model writes one (the id has
-    // the 9 letters and digits Mistral's templates insist on; a tool list, when the request has none,
-    // names another function, so its definition cannot pass for the call; gpt-oss's template needs a
-    // description, Mistral's the special-token variables)
-    const json probe_tools = !tools.empty() ? tools : json::array({{{"type", "function"}, {"function", {{"name", "probe_def"}, {"description", "probe"}, {"parameters", {{"type", "object"}}}}}}});
-    json probe = {{"messages", json::array({{{"role", "user"}, {"content", "x"}},
-                                            {{"role", "assistant"}, {"content", ""},
-                                             {"tool_calls", json::array({{{"id", "call00001"}, {"type", "function"},
-                                                                          {"function", {{"name", "probe_fn"}, {"arguments", {{"probe_arg", 1}}}}}}})}}})},
-                  {"tools", probe_tools}, {"add_generation_prompt", false}, {"bos_token", ""}, {"eos_token", ""}};
-    std::string text;
-    try {
-        text = render_chat(probe);
-    } catch (const std::exception&) {
-        return ToolSyntax::HERMES;  // a template that cannot render the probe: the default syntax
-    }
-    auto has = [&](std::string_view s) { return text.find(s) != std::string::npos; };
-    if (has("to=functions.probe_fn")) return ToolSyntax::HARMONY;
-    if (has("<function=probe_fn>")) return ToolSyntax::QWEN_XML;
-    if (has("[TOOL_CALLS]")) return has("[ARGS]") ? ToolSyntax::MISTRAL_ARGS : ToolSyntax::MISTRAL_JSON;
-    if (!has("<tool_call>") && has(R"({"name": "probe_fn", "parameters")")) return ToolSyntax::LLAMA3_JSON;
-    return ToolSyntax::HERMES;
-}
-
 namespace {
 
 // A Qwen3-Coder parameter value: strings raw (the router keeps them as text, so no '<' and no control

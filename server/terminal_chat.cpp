@@ -40,7 +40,6 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
     const tok::Tokenizer& tokenizer = session.tokenizer();
     std::string system_prompt = options.system_prompt;
     json history = json::array();
-    const ToolSyntax syntax = detect_tool_syntax(render_chat, json::array());
     std::string line;
     for (;;) {
         if (options.show_prompt) std::fputs("> ", out), std::fflush(out);
@@ -61,19 +60,10 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
         }
 
         history.push_back({{"role", "user"}, {"content", line}});
-        json messages = json::array();
-        if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
-        for (const auto& m : history) messages.push_back(m);
-        json context = {{"messages", messages}, {"add_generation_prompt", true},
-                        {"bos_token", tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos()) : ""},
-                        {"eos_token", tokenizer.eos() >= 0 ? tokenizer.piece(tokenizer.eos()) : ""}};
-        std::string prompt = render_chat(context);
-        const std::string bos = context["bos_token"].get<std::string>();
-        if (tokenizer.add_bos() && !bos.empty() && prompt.starts_with(bos)) prompt.erase(0, bos.size());
-        size_t end = prompt.find_last_not_of(" \n\r\t");
-        llm::RouterOptions router;
-        router.tool_syntax = syntax;  // gpt-oss: channels become reasoning and answer
-        router.start_in_reasoning = end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>");
+        llm::ChatInput input;
+        if (!system_prompt.empty()) input.messages.push_back({{"role", "system"}, {"content", system_prompt}});
+        for (const auto& m : history) input.messages.push_back(m);
+        const llm::PreparedChat chat = llm::prepare_chat(render_chat, tokenizer, input);
 
         std::string answer;
         bool dimmed = false;
@@ -93,15 +83,14 @@ int run_terminal_chat(llm::Session& session, const ChatRenderer& render_chat, st
         gen.sampling = options.sampling;
         gen.grammar = options.grammar;
         gen.cancel = &cancel;
-        std::vector<int32_t> ids = tokenizer.encode(prompt, true, true);
-        llm::ReplyStream reply(tokenizer, {}, router, ids);
-        gen.max_tokens = std::max(1, std::min(options.max_tokens, session.info().n_ctx - int(ids.size())));
+        llm::ReplyStream reply(tokenizer, {}, chat.router, chat.ids);
+        gen.max_tokens = std::max(1, std::min(options.max_tokens, session.info().n_ctx - int(chat.ids.size())));
         gen.on_token = [&](const llm::TokenStep& step) {
             show(reply.push(step.id));
             return !reply.stopped();
         };
         try {
-            llm::GenerateResult result = session.generate(ids, gen);
+            llm::GenerateResult result = session.generate(chat.ids, gen);
             show(reply.finish());
             if (dimmed) std::fputs(UNDIM, out);
             std::fputs(result.finish == llm::FinishReason::CANCELLED ? " (stopped)\n" : "\n", out);

@@ -70,6 +70,7 @@ public:
     }
     // The text of `ids`, special tokens included as their text, byte for byte (it may end in the middle
     // of a UTF-8 sequence). SentencePiece vocabularies drop the space they put in front of the text.
+    // token_text() of each id, as StreamDecoder's pieces are: an override must keep it so.
     virtual std::string decode(const std::vector<int32_t>& ids) const;
     virtual std::string piece(int32_t id) const = 0;  // the vocabulary entry as stored
     // The bytes `id` contributes to decoded text; `first`: it starts the text.
@@ -88,10 +89,13 @@ public:
 
 // Turns ids into text incrementally, emitting only complete UTF-8 code points; partial bytes are held
 // until the next token completes them. Bytes that can never become valid UTF-8 come out as U+FFFD at
-// once, so for ids whose decode() is valid UTF-8 the concatenated output equals decode().
+// once, so for ids whose decode() is valid UTF-8 the concatenated output equals decode(). The one
+// incremental decoder of every front end (llm::ReplyStream holds it): the same ids print the same text.
 class StreamDecoder {
 public:
-    explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+    // `continues_text`: the ids follow text already there (a reply after its prompt), so the first one
+    // keeps the space SentencePiece puts in front of a word.
+    explicit StreamDecoder(const Tokenizer& tokenizer, bool continues_text = false) : tokenizer_(tokenizer), first_(!continues_text) {}
     std::string push(int32_t id);
     std::string flush();  // whatever is held back (invalid trailing bytes become U+FFFD)
 

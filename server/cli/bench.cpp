@@ -17,11 +17,12 @@ namespace cli {
 namespace {
 
 const char* USAGE =
-    "usage: tinyllm bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPEATS] [--kv f16|f32] [--json]\n"
+    "usage: tinyllm bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPEATS] [--kv f16|f32] [--device NAME] [--json]\n"
     "  -p N     prompt tokens evaluated as one batch (pp); 0 skips it\n"
     "  -n N     tokens decoded one at a time (tg); 0 skips it\n"
     "  -t N     threads (default: all cores)\n"
-    "  -r N     repetitions after one warm-up (default 5); medians are reported\n";
+    "  -r N     repetitions after one warm-up (default 5); medians are reported\n"
+    "  --device NAME  CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n";
 
 struct Summary {
     double median = 0, min = 0, max = 0;
@@ -63,6 +64,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     args.number("-t", n_threads);
     args.number("-r", repeats);
     args.value("--kv", kv);
+    so.device = device_flag(args);
     bool json = args.flag("--json");
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
     if (n_prompt < 0 || n_gen < 0 || repeats < 1 || n_threads < 0) args.usage_error("counts must be positive");

@@ -12,13 +12,17 @@ namespace cli {
 
 namespace {
 
-constexpr const char* USAGE = R"(usage: tinyllm chat [--model M] [--system TEXT] [--temp T] [--seed S] [-n N] [--max-context N]
+constexpr const char* USAGE = R"(usage: tinyllm chat [--model M] [--system TEXT] [--temp T] [--top-k K] [--top-p P] [--min-p P]
+                    [--seed S] [-n N] [--max-context N] [--device NAME]
   Type a message and press Enter. /reset clears the conversation, /system TEXT sets the system
   prompt, /exit (or Ctrl-D) quits, Ctrl-C stops the answer being written.
   --model M        GGUF model or Hub name OWNER/REPO[:QUANT] (default: the built-in stories260K)
   --temp T         sampling temperature (default 0.8; 0 = greedy)
-  --seed S         sampling seed
+  --top-k K, --top-p P, --min-p P   sampling filters (defaults 40, 0.95, 0.05)
+  --seed S         sampling seed (default: a random one)
   -n N             most tokens per answer (default 1024)
+  --max-context N  context size (default: the model's, at most 4096)
+  --device NAME    CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)
   --grammar FILE, --json-schema FILE   constrain every answer to a GBNF grammar / a JSON Schema
   --chat-template FILE                 use this Jinja chat template instead of the model's
 )";
@@ -35,23 +39,16 @@ int cmd_chat(const std::vector<std::string>& argv) {
     }
     llm::SessionOptions session_options;
     server::ChatOptions options;
-    options.sampling.temperature = 0.8f;
-    options.sampling.top_k = 40;
-    options.sampling.top_p = 0.95f;
-    options.sampling.min_p = 0.05f;
+    options.sampling = llm::default_sampling();
     options.sampling.seed = std::random_device{}();
-    std::string v;
     if (!args.value("--model", "-m", session_options.model_path)) session_options.model_path = builtin_model_path();
     else session_options.model_path = resolve_model(session_options.model_path);
     args.value("--system", options.system_prompt);
-    try {
-        if (args.value("--temp", v)) options.sampling.temperature = std::stof(v);
-        if (args.value("--seed", v)) options.sampling.seed = std::stoull(v);
-        if (args.value("-n", "--max-tokens", v)) options.max_tokens = std::stoi(v);
-        if (args.value("--max-context", v)) session_options.n_ctx = std::stoi(v);
-    } catch (const std::exception&) {
-        args.usage_error("bad number '" + v + "'");
-    }
+    sampling_flags(args, options.sampling);
+    args.number("-n", options.max_tokens);
+    args.number("--max-tokens", options.max_tokens);
+    args.number("--max-context", session_options.n_ctx);
+    session_options.device = device_flag(args);
     options.grammar = grammar_flags(args);
     const std::string chat_template = chat_template_flag(args);
     if (!args.positionals().empty()) args.usage_error("takes no positional arguments");

@@ -48,6 +48,14 @@ private:
     std::string command_;
 };
 
+// The flags several commands share (flags.cpp). Numbers go through Args::number (a bad one is a usage
+// error naming the flag). sampling_flags: --temp, --top-k, --top-p, --min-p, --seed over `sampling`
+// (start from llm::default_sampling()). device_flag: --device NAME, else $TINYLLM_DEVICE, else CPU, as
+// the backend name SessionOptions::device takes; accepts_device: whether it takes `name` (every name
+// `info --devices` shows without parentheses).
+void sampling_flags(Args& args, llm::SamplingParams& sampling);
+std::string device_flag(Args& args);
+bool accepts_device(const std::string& name);
 // --grammar FILE / --json-schema FILE as a grammar (unconstrained when neither is given); throws
 // llm::GrammarError for a bad grammar or schema. --chat-template FILE's text ("" when not given).
 llm::GrammarSpec grammar_flags(Args& args);

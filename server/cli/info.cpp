@@ -28,7 +28,8 @@ For a split model give the first part (<name>-00001-of-0000N.gguf); all parts ar
 
 options:
   --json      print the same as one JSON object (absent values are null)
-  --devices   list the compute devices this machine has instead (CPU, AMD GPUs, USB-attached GPUs)
+  --devices   list the compute devices this machine has instead (CPU, AMD GPUs, USB-attached GPUs);
+              --device takes the names shown without parentheses
   -h, --help  show this help
 )";
 
@@ -194,7 +195,11 @@ int cmd_info(const std::vector<std::string>& argv) {
         return 0;
     }
     if (args.flag("--devices")) {
-        for (const auto& d : devices::list_present()) std::printf("%-10s %s\n", d.name.c_str(), d.description.c_str());
+        // --device takes the names shown bare; a name in parentheses is a backend it cannot use (yet)
+        for (const auto& d : devices::list_present()) {
+            const std::string name = accepts_device(d.name) ? d.name : "(" + d.name + ")";
+            std::printf("%-10s %s\n", name.c_str(), d.description.c_str());
+        }
         return 0;
     }
     bool as_json = args.flag("--json");

@@ -1,7 +1,7 @@
 // tinyllm run: a raw completion of a prompt (or of given token ids), streamed to stdout; --json for
 // tools and golden comparisons (prompt ids, generated ids, text, top raw logits per step); --chat
 // renders the prompt as a user message through the chat template (--chat-template FILE replaces it).
-#include "devices/env.h"
+#include "llm/chat_prompt.h"
 #include "llm/reply_stream.h"
 #include "llm/session.h"
 #include "server/server.h"
@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <optional>
 #include <sstream>
 
 namespace cli {
@@ -34,7 +33,7 @@ const char* USAGE =
     "  --force 5,17,9    teacher forcing: feed these ids after the prompt instead of the sampled ones\n"
     "  --kv f16|f32      KV cache type (default f16)\n"
     "  --ctx N           context size (default: the model's, at most 4096)\n"
-    "  --device NAME     CPU, or AMD (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
+    "  --device NAME     CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
     "  --grammar FILE    constrain the output to a GBNF grammar (llama.cpp's format)\n"
     "  --json-schema FILE  constrain the output to JSON that a JSON Schema accepts\n"
     "  --chat            the prompt is a user message, rendered by the chat template as the server does;\n"
@@ -76,20 +75,12 @@ int cmd_run(const std::vector<std::string>& argv) {
     args.value("--kv", kv);
     args.value("--force", force_text);
     args.number("--ctx", so.n_ctx);
-    so.device = devices::env::device();
-    args.value("--device", so.device);
+    so.device = device_flag(args);
     llm::GenerateOptions go;
     go.max_tokens = 64;
-    go.sampling.temperature = 0.8f;
-    go.sampling.top_k = 40;
-    go.sampling.top_p = 0.95f;
-    go.sampling.min_p = 0.05f;
+    go.sampling = llm::default_sampling();  // seed 0: the same output every run
     args.number("-n", go.max_tokens);
-    args.number("--temp", go.sampling.temperature);
-    args.number("--top-k", go.sampling.top_k);
-    args.number("--top-p", go.sampling.top_p);
-    args.number("--min-p", go.sampling.min_p);
-    args.number("--seed", go.sampling.seed);
+    sampling_flags(args, go.sampling);
     args.number("--top-logits", go.n_top_logits);
     bool json = args.flag("--json");
     go.grammar = grammar_flags(args);
@@ -104,11 +95,16 @@ int cmd_run(const std::vector<std::string>& argv) {
 
     auto session = llm::open_session(so);
     const tok::Tokenizer& tk = session->tokenizer();
-    std::optional<server::ChatPrompt> chat_prompt;
-    if (chat) chat_prompt = server::render_user_prompt(*session, server::model_chat_renderer(*session, chat_template), prompt);
-    std::vector<int32_t> prompt_ids = chat_prompt ? chat_prompt->ids
-                                      : have_ids  ? parse_ids(args, ids_text, "--ids")
-                                                  : tk.encode(prompt, true, true);
+    // --chat: the prompt as the server's chat completions prepare it, and its reply's router options;
+    // else raw text as /v1/completions takes it (the router passes everything through as content)
+    llm::PreparedChat prepared;
+    prepared.router.parse_reasoning = false;
+    if (chat) {
+        llm::ChatInput input;
+        input.messages.push_back({{"role", "user"}, {"content", prompt}});
+        prepared = llm::prepare_chat(server::model_chat_renderer(*session, chat_template), tk, input);
+    }
+    std::vector<int32_t> prompt_ids = chat ? prepared.ids : have_ids ? parse_ids(args, ids_text, "--ids") : tk.encode(prompt, true, true);
     if (prompt_ids.empty()) prompt_ids.push_back(tk.bos() >= 0 ? tk.bos() : 0);  // an empty prompt starts from BOS
     if (!force_text.empty()) {
         go.forced = parse_ids(args, force_text, "--force");
@@ -117,10 +113,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     }
 
     nlohmann::json top = nlohmann::json::array();
-    tok::StreamDecoder stream(tk);
-    // --chat: the reply goes through the server's router (the answer only); else every token's text
-    std::optional<llm::ReplyStream> reply;
-    if (chat_prompt) reply.emplace(tk, std::vector<std::string>{}, chat_prompt->router, prompt_ids);
+    // the server's reply stream, so the same ids print the same text (--chat: the answer only)
+    llm::ReplyStream reply(tk, {}, prepared.router, prompt_ids);
     auto print = [](const std::string& text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
@@ -131,7 +125,7 @@ int cmd_run(const std::vector<std::string>& argv) {
             for (auto [id, logit] : s.top_logits) step.push_back({id, logit});
             top.push_back(std::move(step));
         } else {
-            print(reply ? reply->push(s.id).content : stream.push(s.id));
+            print(reply.push(s.id).content);
         }
         return true;
     };
@@ -141,7 +135,7 @@ int cmd_run(const std::vector<std::string>& argv) {
         if (go.n_top_logits > 0) out["top_logits"] = top;
         std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-        print(reply ? reply->finish().content : stream.flush());
+        print(reply.finish().content);
         std::printf("\n");
     }
     return 0;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 #include <cstdio>
+#include <climits>
 #include <cstdlib>
 #include <string>
 
@@ -17,7 +18,7 @@ namespace {
 
 constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]
                      [--cors ORIGIN] [--allow-host H] [--max-context N] [--queue N] [--max-body BYTES]
-                     [--shutdown-timeout S] [--device CPU] [--threads N]
+                     [--shutdown-timeout S] [--device NAME] [--threads N]
                      [--chat-template FILE] [--pooling mean|cls|last]
                      [--models-dir DIR] [--models-max N] [--idle-unload SECONDS] [--allow-pull]
   --model M        one GGUF model, or a Hub name OWNER/REPO[:QUANT] (pulled on first use)
@@ -36,21 +37,18 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
   --queue N        requests that may wait for each model (default 64); more get 503
   --max-body BYTES largest request body (default 33554432); more get 413
   --shutdown-timeout S  SIGTERM/SIGINT: seconds running requests get to end (default 10)
+  --device NAME    CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)
+  --threads N      CPU threads (default: all)
   --chat-template FILE  use this Jinja chat template instead of the model's (llama-server's --chat-template-file)
   --pooling P      how embeddings pool hidden states (mean, cls, last); default: the model's
                    <arch>.pooling_type, and a model without one cannot embed
 )";
 
+// A count or size: an integer from 0 to INT_MAX.
 int parse_int(Args& args, const std::string& flag, int fallback) {
-    std::string v;
-    if (!args.value(flag, v)) return fallback;
-    try {
-        size_t used = 0;
-        int n = std::stoi(v, &used);
-        if (used == v.size() && n >= 0) return n;
-    } catch (const std::exception&) {
-    }
-    args.usage_error(flag + " needs a non-negative integer, not '" + v + "'");
+    long long n = fallback;
+    if (args.number(flag, n) && (n < 0 || n > INT_MAX)) args.usage_error(flag + " needs a non-negative integer, not '" + std::to_string(n) + "'");
+    return int(n);
 }
 
 }  // namespace
@@ -78,16 +76,11 @@ int cmd_serve(const std::vector<std::string>& argv) {
     args.value("--cors", options.cors_origin);
     while (args.value("--allow-host", host)) options.allowed_hosts.push_back(host);
     options.max_body = size_t(parse_int(args, "--max-body", int(options.max_body)));
-    std::string timeout;
-    if (args.value("--shutdown-timeout", timeout)) {
-        char* end = nullptr;
-        options.shutdown_timeout_s = std::strtod(timeout.c_str(), &end);
-        if (timeout.empty() || *end || !(options.shutdown_timeout_s >= 0))
-            args.usage_error("--shutdown-timeout needs a number of seconds, not '" + timeout + "'");
-    }
+    if (args.number("--shutdown-timeout", options.shutdown_timeout_s) && !(options.shutdown_timeout_s >= 0))
+        args.usage_error("--shutdown-timeout needs a number of seconds, not " + std::to_string(options.shutdown_timeout_s));
     session_options.n_ctx = parse_int(args, "--max-context", 0);
     options.queue_size = parse_int(args, "--queue", 64);
-    args.value("--device", session_options.device);
+    session_options.device = device_flag(args);
     if (const int n_threads = parse_int(args, "--threads", 0); n_threads > 0)
         setenv("TINYLLM_THREADS", std::to_string(n_threads).c_str(), 1);  // read when the CPU device starts
     const std::string chat_template = chat_template_flag(args);

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -167,4 +168,50 @@ TEST_CASE("e2e: tinyllm chat on stories260K through a pipe: two turns, /reset, E
     CHECK(std::count(out.begin(), out.end(), '\n') >= 4);
     CHECK(out.find("(conversation cleared)\n") != std::string::npos);
     CHECK(out.find("> ") == std::string::npos);
+}
+
+// One stream decoder and one chat pipeline: the same prompt and seed give the same ids, and the same
+// ids print the same text in every front end (a prompt's last word and the reply's first word keep
+// the space between them; "" starts from BOS). The commands run side by side with the server.
+TEST_CASE("e2e: run, chat and the server print the same text for the same prompt and seed") {
+    REQUIRE_SHARED_DATA();
+    if (!tinyllm_built()) return;
+    const std::string model = test_data::shared("models/stories260K-f32.gguf"), story = "Tell me a story.";
+    const std::vector<std::string> prompts = {"Lily and Tom went to the park. They", ""};
+    Child server({tinyllm_bin(), "serve", "--model", model, "--port", "0"});
+    std::vector<std::unique_ptr<Child>> runs;
+    for (const std::string& prompt : prompts)
+        runs.push_back(std::make_unique<Child>(std::vector<std::string>{tinyllm_bin(), "run", "-m", model, "-p", prompt, "-n", "24",
+                                                                        "--temp", "0.8", "--seed", "7"}));
+    Child run_chat({tinyllm_bin(), "run", "-m", model, "--chat", "-p", story, "-n", "16", "--temp", "0"});
+    Child chat({tinyllm_bin(), "chat", "-m", model, "-n", "16", "--temp", "0"});
+    REQUIRE(write(chat.in, (story + "\n").data(), story.size() + 1) == ssize_t(story.size() + 1));
+    close(chat.in);  // EOF after the one message
+    chat.in = -1;
+    auto text_of = [](Child& child) {
+        std::string out = child.read([](const std::string&) { return false; });
+        CHECK(child.wait_exit() == 0);
+        return out;
+    };
+
+    std::string banner = server.read([&](const std::string& t) { return listening_port(t) > 0; });
+    INFO(banner);
+    REQUIRE(listening_port(banner) > 0);
+    httplib::Client client("127.0.0.1", listening_port(banner));
+    client.set_read_timeout(60, 0);
+    for (size_t i = 0; i < prompts.size(); i++) {
+        INFO("prompt '" << prompts[i] << "'");
+        json body = {{"prompt", prompts[i]}, {"temperature", 0.8}, {"seed", 7}, {"max_tokens", 24}};
+        auto res = client.Post("/v1/completions", body.dump(), "application/json");
+        REQUIRE(res);
+        REQUIRE(res->status == 200);
+        CHECK(text_of(*runs[i]) == json::parse(res->body)["choices"][0]["text"].get<std::string>() + "\n");
+    }
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", story}}})}, {"temperature", 0}, {"max_tokens", 16}};
+    auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    const std::string answer = json::parse(res->body)["choices"][0]["message"]["content"];
+    CHECK(text_of(run_chat) == answer + "\n");
+    CHECK(text_of(chat) == answer + "\n");
 }

@@ -26,6 +26,19 @@ void wait_until_idle(const fake::ScriptedSession& session) {
     REQUIRE_FALSE(session.generating());
 }
 
+// Waits (at most 5 s) until /metrics says `n` requests wait in the model's queue: the queue's own
+// state, not a guess at how long a request takes to get there.
+bool wait_queue_depth(int port, int n) {
+    httplib::Client c("127.0.0.1", port);
+    const std::string line = "\ntinyllm_queue_depth " + std::to_string(n) + "\n";
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5); std::chrono::steady_clock::now() < deadline;) {
+        auto res = c.Get("/metrics");
+        if (res && res->body.find(line) != std::string::npos) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+}
+
 }  // namespace
 
 TEST_CASE("http: malformed bodies get 400 and the server keeps answering") {
@@ -170,7 +183,7 @@ TEST_CASE("http: requests wait in order for the one model; a full queue is 503")
     auto first = std::async(std::launch::async, run, "first");
     for (int i = 0; i < 200 && !s.session.generating(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     auto second = std::async(std::launch::async, run, "second");
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the second is queued now
+    REQUIRE(wait_queue_depth(s.server.port(), 1));  // the second is queued now
     auto third = s.post("/v1/chat/completions", chat("third"));
     check_error(third, 503, "server_error", "queue_full");
     CHECK(first.get() == 200);

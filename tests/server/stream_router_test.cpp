@@ -130,9 +130,9 @@ namespace {
 
 // Decodes like SentencePiece: the space that starts a text is dropped.
 struct LeadingSpaceTokenizer : fake::ByteTokenizer {
-    std::string decode(const std::vector<int32_t>& ids) const override {
-        std::string text = ByteTokenizer::decode(ids);
-        return text.starts_with(' ') ? text.substr(1) : text;
+    std::string token_text(int32_t id, bool first) const override {
+        std::string text = ByteTokenizer::token_text(id, first);
+        return first && text.starts_with(' ') ? text.substr(1) : text;
     }
 };
 

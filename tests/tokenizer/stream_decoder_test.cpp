@@ -81,3 +81,15 @@ TEST_CASE("the stream decoder replaces bytes that can never be valid UTF-8") {
     CHECK(dec.flush() == "\xef\xbf\xbd");           // a sequence that never completed
     CHECK(v.tok->decode({hi, F0, x9F}) == "hi\xf0\x9f");  // decode() itself stays byte-exact
 }
+
+TEST_CASE("the stream decoder keeps the first word's space when the ids continue a text") {
+    REQUIRE_SHARED_DATA();
+    const Loaded& v = vocab("llama2");  // SentencePiece: decode() drops the space that starts a text
+    const std::vector<int32_t> ids = v.tok->encode("there was", false, false);  // ▁there ▁was
+    REQUIRE(v.tok->decode(ids) == "there was");
+    tok::StreamDecoder starts(*v.tok), continues(*v.tok, true);
+    std::string started, continued;
+    for (int32_t id : ids) started += starts.push(id), continued += continues.push(id);
+    CHECK(started + starts.flush() == "there was");
+    CHECK(continued + continues.flush() == " there was");  // a reply after its prompt, as every front end prints it
+}

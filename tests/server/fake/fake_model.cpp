@@ -58,12 +58,7 @@ std::vector<int32_t> ByteTokenizer::encode_literal(std::string_view text, bool a
     return ids;
 }
 
-std::string ByteTokenizer::decode(const std::vector<int32_t>& ids) const {
-    std::string out;
-    for (int32_t id : ids)
-        if (id >= 3 && id < 259) out += char(id - 3);
-    return out;
-}
+std::string ByteTokenizer::token_text(int32_t id, bool) const { return id >= 3 && id < 259 ? std::string(1, char(id - 3)) : ""; }
 
 std::string ByteTokenizer::piece(int32_t id) const {
     for (const auto& s : SPECIALS)

@@ -21,9 +21,8 @@ public:
     std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
     std::vector<tok::TextSpan> control_spans(std::string_view text) const override;
     std::vector<int32_t> encode_literal(std::string_view text, bool add_special, const std::vector<tok::TextSpan>& literal) const override;
-    std::string decode(const std::vector<int32_t>& ids) const override;  // specials render as nothing
     std::string piece(int32_t id) const override;
-    std::string token_text(int32_t id, bool) const override { return decode({id}); }
+    std::string token_text(int32_t id, bool) const override;  // a byte; specials render as nothing
     bool is_special(int32_t id) const override { return id < 3 || id >= IM_START; }
     bool is_control(int32_t id) const override { return id == BOS || id >= IM_START; }
     int32_t n_vocab() const override { return 261; }
