@@ -203,14 +203,19 @@ struct FormatIQ4XS {
 };
 
 // Q8_0 (34 bytes) and Q4_0 (18 bytes) blocks are only 2-byte aligned: read the aligned words covering
-// the data and shift by 0 or 2 bytes with v_perm_b32 (selector 0x05040302 takes bytes 2..5 of {hi, lo}).
+// the data and shift by 2 bytes with v_perm_b32 (selector 0x05040302 takes bytes 2..5 of {hi, lo}).
+// Data that is 4-byte aligned is read as it is: one word more would read past the end of a weight
+// whose last block ends on a page boundary.
 template <uint32_t WORDS>
 inline void load_words_2aligned(const uint32_t* w, uint64_t byte_offset, uint32_t* out) {
     const uint32_t* p = w + byte_offset / 4;
-    uint32_t selector = (byte_offset & 2) ? 0x05040302u : 0x03020100u;
-    uint32_t raw[WORDS + 1];
+    if (!(byte_offset & 2)) {
+        for (uint32_t i = 0; i < WORDS; i++) out[i] = load_nt(p + i);
+        return;
+    }
+    uint32_t raw[WORDS + 1];  // the last word starts inside the data: it never crosses the weight's end
     for (uint32_t i = 0; i <= WORDS; i++) raw[i] = load_nt(p + i);
-    for (uint32_t i = 0; i < WORDS; i++) out[i] = perm_b32(raw[i + 1], raw[i], selector);
+    for (uint32_t i = 0; i < WORDS; i++) out[i] = perm_b32(raw[i + 1], raw[i], 0x05040302u);
 }
 inline float load_half_2aligned(const uint32_t* w, uint64_t byte_offset) {
     uint32_t word = load_nt(w + byte_offset / 4);

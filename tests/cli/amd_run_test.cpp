@@ -3,6 +3,7 @@
 // kernels compiled to gfx1100 code objects and loaded, hand kernels from the embedded code objects, AQL
 // dispatches through the queue, executed by the fake GPU's host twins and the kernels_amd emulator.
 #include "cli/run_tinyllm.h"
+#include "common/test_data.h"
 
 #include <nlohmann/json.hpp>
 
@@ -72,4 +73,18 @@ TEST_CASE("run --device AMD on the fake GPU runs every custom kernel as an AMD h
     }
     CHECK(amd_attention == 5 * 2);  // 5 layers, prefill and one decode step
     CHECK(generated > 50);
+}
+
+// quant-q8_0's 256x256 Q8_0 weights are 69632 bytes, a whole number of pages: the AMD Q8_0 kernels used
+// to read one word past a weight's last block and ran into the fake KFD's guard page (SIGSEGV).
+TEST_CASE("run --device AMD on the fake GPU runs a Q8_0 model whose weights end on a page boundary") {
+    REQUIRE_SHARED_DATA();
+    const std::string args = "-m '" + test_data::shared("models/quant-q8_0.gguf") + "' --ids 1,2,3,4 -n 8 --temp 0 --json";
+    Run cpu = run_tinyllm("run " + args, false);
+    Run amd = run_with_fake_kfd("1", "run --device AMD " + args, false);
+    REQUIRE(cpu.status == 0);
+    REQUIRE(amd.status == 0);
+    auto ids = [](const Run& r) { return nlohmann::json::parse(r.out)["ids"]; };
+    CHECK(ids(amd).size() == 8);
+    CHECK(ids(amd) == ids(cpu));
 }
