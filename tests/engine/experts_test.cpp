@@ -109,7 +109,8 @@ TEST_CASE("expert-indexed linear reads only the chosen experts' weights") {
         ExpertWeights w = expert_weights(type, E, N, K, 3);
         void* mem = mmap(nullptr, size_t(E * expert_bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         REQUIRE(mem != MAP_FAILED);
-        std::shared_ptr<const void> owner(mem, [E, expert_bytes](const void* p) { munmap(const_cast<void*>(p), size_t(E * expert_bytes)); });
+        const size_t mapped = size_t(E * expert_bytes);
+        std::shared_ptr<const void> owner(mem, [mapped](const void* p) { munmap(const_cast<void*>(p), mapped); });
         REQUIRE(w.raw.size() == size_t(E * expert_bytes));
         std::memcpy(mem, w.raw.data(), w.raw.size());
         for (int64_t e : {1, 3}) REQUIRE(mprotect(static_cast<uint8_t*>(mem) + e * expert_bytes, size_t(expert_bytes), PROT_NONE) == 0);

@@ -78,6 +78,14 @@ struct DeltaArgs {
     float *o, *state_out;
 };
 
+// delta_head's per-thread scratch of n floats. Outside the cloned function and never inlined into it:
+// clang-19 leaves the destructor of a thread_local vector declared inside target_clones undefined at link.
+__attribute__((noinline)) float* delta_scratch(size_t n) {
+    thread_local std::vector<float> buf;
+    buf.resize(n);
+    return buf.data();
+}
+
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void delta_head(const DeltaArgs& a, int64_t h) {
     const int64_t Dk = a.Dk, Dv = a.Dv, C = CHUNK;
@@ -88,9 +96,8 @@ void delta_head(const DeltaArgs& a, int64_t h) {
     if (a.reset) std::fill(S, S + Dv * Dk, 0.0f);
     else std::memcpy(S, a.state + h * Dv * Dk, size_t(Dv * Dk) * sizeof(float));
 
-    thread_local std::vector<float> buf;
-    buf.resize(size_t(C * (3 * Dk + 2 * Dv + 2 * C) + 3 * Dk));
-    float *kk = buf.data(), *qq = kk + C * Dk, *gam = qq + C * Dk;          // (n, Dk) (n, Dk) (n, Dg)
+    float* kk = delta_scratch(size_t(C * (3 * Dk + 2 * Dv + 2 * C) + 3 * Dk));
+    float *qq = kk + C * Dk, *gam = qq + C * Dk;                          // (n, Dk) (n, Dk) (n, Dg)
     float *u = gam + C * Dk, *delta = u + C * Dv, *A = delta + C * Dv, *M = A + C * C;
     float *kd = M + C * C, *qd = kd + Dk, *tmp = qd + Dk;
 
