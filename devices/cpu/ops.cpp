@@ -39,8 +39,10 @@ void linear_rows(const Linear& a, int64_t b, int64_t e) {
 }
 void linear(Device& dev, const Linear& a) { over<Linear, linear_rows>(dev, a, a.H * a.N, ::cpu_kernels::kMatmulRowAlign); }
 
-// Items are (token, head) pairs.
-void attention(Device& dev, const Attention& a) {
+// The kernel's view of q, the caches and out, shared by both attention forms (the v strides and the
+// positions are each form's own).
+template <class A>
+::cpu_kernels::Attention kernel_view(const A& a) {
     ::cpu_kernels::Attention at;
     at.q = a.q;
     at.q_token_stride = a.H * a.Dk, at.q_head_stride = a.Dk;
@@ -48,40 +50,36 @@ void attention(Device& dev, const Attention& a) {
     at.k = a.k;
     at.k_pos_stride = a.Hkv * a.Dk, at.k_head_stride = a.Dk;
     at.v = a.v;
-    at.v_pos_stride = a.v_pos_stride, at.v_head_stride = a.v_head_stride;
     at.out = a.out;
     at.out_token_stride = a.H * a.Dv, at.out_head_stride = a.Dv;
     at.n_tokens = a.T;
-    at.start_pos = std::min(a.start_pos, a.C - a.T);  // never past the cache
     at.n_head = a.H, at.n_head_kv = a.Hkv, at.head_dim_k = a.Dk, at.head_dim_v = a.Dv;
     at.scale = a.scale;
     at.window = a.window;
     at.sinks = a.sinks;
-    dev.run_host([](const void* p, int64_t b, int64_t e) { ::cpu_kernels::attention(*static_cast<const ::cpu_kernels::Attention*>(p), b, e); },
-                 &at, a.T * a.H, 1);
+    return at;
 }
 
-// The same kernels as attention, reading keys through the block table; items are (token, head) pairs.
+// Items are (token, head) pairs.
+void run_attention(Device& dev, const ::cpu_kernels::Attention& at) {
+    dev.run_host([](const void* p, int64_t b, int64_t e) { ::cpu_kernels::attention(*static_cast<const ::cpu_kernels::Attention*>(p), b, e); },
+                 &at, at.n_tokens * at.n_head, 1);
+}
+
+void attention(Device& dev, const Attention& a) {
+    ::cpu_kernels::Attention at = kernel_view(a);
+    at.v_pos_stride = a.v_pos_stride, at.v_head_stride = a.v_head_stride;
+    at.start_pos = std::min(a.start_pos, a.C - a.T);  // never past the cache
+    run_attention(dev, at);
+}
+
+// The same kernels as attention, reading keys through the block table.
 void paged_attention(Device& dev, const PagedAttention& a) {
-    ::cpu_kernels::Attention at;
-    at.q = a.q;
-    at.q_token_stride = a.H * a.Dk, at.q_head_stride = a.Dk;
-    at.kv_type = a.kv_type;
-    at.k = a.k;
-    at.k_pos_stride = a.Hkv * a.Dk, at.k_head_stride = a.Dk;
-    at.v = a.v;
+    ::cpu_kernels::Attention at = kernel_view(a);
     at.v_pos_stride = a.Hkv * a.Dv, at.v_head_stride = a.Dv;
-    at.out = a.out;
-    at.out_token_stride = a.H * a.Dv, at.out_head_stride = a.Dv;
-    at.n_tokens = a.T;
-    at.n_head = a.H, at.n_head_kv = a.Hkv, at.head_dim_k = a.Dk, at.head_dim_v = a.Dv;
-    at.scale = a.scale;
-    at.window = a.window;
-    at.sinks = a.sinks;
     at.pos = a.pos, at.seq = a.seq, at.block_table = a.block_table;
     at.n_seqs = a.S, at.blocks_per_seq = a.MB, at.block_size = a.BS, at.n_blocks = a.n_blocks;
-    dev.run_host([](const void* p, int64_t b, int64_t e) { ::cpu_kernels::attention(*static_cast<const ::cpu_kernels::Attention*>(p), b, e); },
-                 &at, a.T * a.H, 1);
+    run_attention(dev, at);
 }
 
 // Items are tokens: row t of x into pool row slot[t] (f16 rounded to nearest even, as a cast).

@@ -26,19 +26,6 @@ void wait_until_idle(const fake::ScriptedSession& session) {
     REQUIRE_FALSE(session.generating());
 }
 
-// Waits (at most 5 s) until /metrics says `n` requests wait in the model's queue: the queue's own
-// state, not a guess at how long a request takes to get there.
-bool wait_queue_depth(int port, int n) {
-    httplib::Client c("127.0.0.1", port);
-    const std::string line = "\ntinyllm_queue_depth " + std::to_string(n) + "\n";
-    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5); std::chrono::steady_clock::now() < deadline;) {
-        auto res = c.Get("/metrics");
-        if (res && res->body.find(line) != std::string::npos) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return false;
-}
-
 }  // namespace
 
 TEST_CASE("http: malformed bodies get 400 and the server keeps answering") {

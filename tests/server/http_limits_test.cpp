@@ -10,19 +10,6 @@
 
 namespace {
 
-// Waits (at most 5 s) until /metrics says `n` requests wait in the model's queue: the queue's own
-// state, not a guess at how long a request takes to get there.
-bool wait_queue_depth(int port, int n) {
-    httplib::Client c("127.0.0.1", port);
-    const std::string line = "\ntinyllm_queue_depth " + std::to_string(n) + "\n";
-    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5); std::chrono::steady_clock::now() < deadline;) {
-        auto res = c.Get("/metrics");
-        if (res && res->body.find(line) != std::string::npos) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return false;
-}
-
 std::string raw_request(int port, const std::string& request) {
     RawClient c(port);
     REQUIRE(::send(c.fd, request.data(), request.size(), 0) == ssize_t(request.size()));

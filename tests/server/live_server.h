@@ -14,8 +14,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 using nlohmann::json;
@@ -114,3 +116,16 @@ struct RawClient {
         fd = -1;
     }
 };
+
+// Waits (at most 5 s) until /metrics says `n` requests wait in the model's queue: the queue's own
+// state, not a guess at how long a request takes to get there.
+inline bool wait_queue_depth(int port, int n) {
+    httplib::Client c("127.0.0.1", port);
+    const std::string line = "\ntinyllm_queue_depth " + std::to_string(n) + "\n";
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5); std::chrono::steady_clock::now() < deadline;) {
+        auto res = c.Get("/metrics");
+        if (res && res->body.find(line) != std::string::npos) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+}
