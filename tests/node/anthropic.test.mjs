@@ -126,7 +126,10 @@ for (const target of apiServers()) {
                              messages: [{ role: "user", content: `Call a tool, please (${i}).` }] };
             const m = stream ? await client.messages.stream(params).finalMessage() : await client.messages.create(params);
             const where = `${JSON.stringify(c.tool_choice)} #${i}${stream ? " streamed" : ""}: ${JSON.stringify(m.content)}`;
-            assert.equal(m.stop_reason, "tool_use", where);
+            // The grammar ends the turn after one call only when parallel calls are off; otherwise random
+            // weights may keep calling until max_tokens, and every call completed by then must still be valid.
+            if (c.one) assert.equal(m.stop_reason, "tool_use", where);
+            else assert.ok(["tool_use", "max_tokens"].includes(m.stop_reason), where);
             const uses = m.content.filter((b) => b.type === "tool_use");
             assert.ok(uses.length >= 1, where);
             if (c.one) assert.equal(uses.length, 1, where);
