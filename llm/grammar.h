@@ -50,8 +50,12 @@ struct Grammar {
 };
 
 // Parses GBNF text (rules, alternation, groups, * + ? {m,n}, character classes with ranges and
-// negation, escapes, comments, `.`, tokens <...> / <[id]> / !<...>). The start rule is `root`.
+// negation, escapes, comments, `.`, tokens <...> / <[id]> / !<...>). The start rule is `root`. The
+// start state must be within the matcher's budget (check_grammar_budget).
 std::shared_ptr<const Grammar> parse_gbnf(std::string_view text);
+// Throws GrammarError when the grammar's start state exceeds the matcher's budget (too many parse
+// stacks, too many rules that match nothing in a row); a later state that does throws from the matcher.
+void check_grammar_budget(const Grammar& grammar);
 
 // A JSON Schema as GBNF text whose root produces one compact JSON value the schema accepts. Throws
 // GrammarError naming any keyword it does not support.

@@ -115,8 +115,22 @@ struct GrammarExpand {
     const GrammarStacks* indexed = nullptr;  // the `out` whose stacks `in_out` holds
     std::unordered_set<std::string> in_out;
 
+    // The budget that keeps every step bounded, whatever the grammar: a state holds at most MAX_STACKS
+    // stacks (real grammars hold tens; 256 tools behind one opener hold 256), and an expansion passes
+    // at most MAX_DEPTH rules that match nothing in a row (each is a native stack frame here:
+    // `(w (","* w){900}){100}` with an optional `w` overflowed the thread's stack). Exceeding either is
+    // a GrammarError, at parse time when the start state does (check_grammar_budget).
+    static constexpr size_t MAX_STACKS = 1024, MAX_DEPTH = 2048;
+    size_t depth = 0;
+
     static std::string key_of(const GrammarElement* const* stack, size_t n) {
         return std::string(reinterpret_cast<const char*>(stack), n * sizeof(*stack));
+    }
+
+    static void check_room(const GrammarStacks& out) {
+        if (out.size() >= MAX_STACKS)
+            throw GrammarError("[grammar] more than " + std::to_string(MAX_STACKS) +
+                               " parse stacks at once: the grammar is too ambiguous (a repeated group that can match nothing?)");
     }
 
     static void add(GrammarStacks& out, const std::vector<const GrammarElement*>& stack) {
@@ -124,12 +138,14 @@ struct GrammarExpand {
             uint32_t b = out.begin_of(i);
             if (out.ends[i] - b == stack.size() && std::equal(stack.begin(), stack.end(), out.data.begin() + b)) return;
         }
+        check_room(out);
         out.data.insert(out.data.end(), stack.begin(), stack.end());
         out.ends.push_back(uint32_t(out.data.size()));
     }
 
     void add_work(GrammarStacks& out) {
         if (out.size() < INDEX_AFTER) return add(out, work);
+        check_room(out);
         if (indexed != &out || in_out.size() != out.size()) {  // first large add into this `out`: index it
             in_out.clear();
             for (size_t i = 0; i < out.size(); i++)
@@ -145,6 +161,13 @@ struct GrammarExpand {
         if (++calls > MEMO_AFTER &&
             !seen.emplace(reinterpret_cast<const char*>(work.data()), work.size() * sizeof(work[0])).second)
             return;
+        if (depth >= MAX_DEPTH)
+            throw GrammarError("[grammar] more than " + std::to_string(MAX_DEPTH) + " rules that can match nothing in a row");
+        struct Nested {
+            size_t& d;
+            explicit Nested(size_t& d_) : d(++d_) {}
+            ~Nested() { --d; }
+        } nested(depth);
         if (work.empty()) return add_work(out);
         const GrammarElement* pos = work.back();
         if (pos->op != GrammarOp::RULE_REF) return add_work(out);
@@ -182,22 +205,44 @@ struct GrammarExpand {
     }
 };
 
+namespace {
+
+// rule id -> the start of each of its alternatives
+std::vector<std::vector<const GrammarElement*>> alternatives_of(const Grammar& grammar) {
+    std::vector<std::vector<const GrammarElement*>> alternatives(grammar.rules.size());
+    for (size_t r = 0; r < grammar.rules.size(); r++) {
+        const auto& rule = grammar.rules[r];
+        alternatives[r].push_back(rule.data());
+        for (size_t i = 0; i < rule.size(); i++)
+            if (rule[i].op == GrammarOp::ALT) alternatives[r].push_back(&rule[i + 1]);
+    }
+    return alternatives;
+}
+
+// The start state: the root's alternatives expanded.
+void expand_start(const Grammar& grammar, const std::vector<std::vector<const GrammarElement*>>& alternatives,
+                  std::vector<const GrammarElement*>& work, GrammarStacks& out) {
+    GrammarExpand ex{alternatives, work};
+    for (const GrammarElement* alt : alternatives[grammar.root]) {
+        ex.work.clear();
+        if (!is_end_of_sequence(alt)) ex.work.push_back(alt);
+        ex.expand(out);
+    }
+}
+
+}  // namespace
+
+void check_grammar_budget(const Grammar& grammar) {
+    std::vector<const GrammarElement*> work;
+    GrammarStacks start;
+    expand_start(grammar, alternatives_of(grammar), work, start);
+}
+
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, const GrammarVocab& vocab)
     : grammar_(std::move(grammar)), vocab_(vocab) {
     token_ids_ = resolve_grammar_tokens(*grammar_, vocab_.tokenizer());
-    alternatives_.resize(grammar_->rules.size());
-    for (size_t r = 0; r < grammar_->rules.size(); r++) {
-        const auto& rule = grammar_->rules[r];
-        alternatives_[r].push_back(rule.data());
-        for (size_t i = 0; i < rule.size(); i++)
-            if (rule[i].op == GrammarOp::ALT) alternatives_[r].push_back(&rule[i + 1]);
-    }
-    GrammarExpand ex{alternatives_, work_};
-    for (const GrammarElement* alt : alternatives_[grammar_->root]) {
-        ex.work.clear();
-        if (!is_end_of_sequence(alt)) ex.work.push_back(alt);
-        ex.expand(stacks_);
-    }
+    alternatives_ = alternatives_of(*grammar_);
+    expand_start(*grammar_, alternatives_, work_, stacks_);
 }
 
 bool GrammarMatcher::can_end() const {

@@ -33,6 +33,7 @@ public:
         if (root == ids_.end()) throw GrammarError("[grammar] no 'root' rule: the grammar starts at root ::= ...");
         g_.root = root->second;
         check_left_recursion();
+        check_grammar_budget(g_);
         return std::make_shared<const Grammar>(std::move(g_));
     }
 

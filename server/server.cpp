@@ -2,6 +2,7 @@
 // becomes an error in the API's shape and the server keeps serving; generation requests lease the model
 // their `model` field names (model_registry.h) and go through its queue; streaming is SSE.
 #include "llm/chat_template.h"
+#include "llm/grammar.h"
 #include "server/http_acceptor.h"
 #include "server/model_registry.h"
 #include "server/server_impl.h"
@@ -134,6 +135,8 @@ struct Server::Impl {
                 fail(ApiError(400, std::string("[server] invalid request: ") + e.what()));
             } catch (const tok::Error& e) {
                 fail(ApiError(400, e.what()));
+            } catch (const llm::GrammarError& e) {  // a grammar past the matcher's budget in a later state
+                fail(ApiError(400, std::string("[server] ") + e.what(), "grammar"));
             } catch (const std::length_error& e) {
                 fail(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded"));
             } catch (const std::invalid_argument& e) {  // e.g. [embed] on a model without pooling
@@ -274,6 +277,8 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
             write(format->finish(o));
         } catch (const std::length_error& e) {  // an error after the stream began is an event
             write(format->error(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded")));
+        } catch (const llm::GrammarError& e) {
+            write(format->error(ApiError(400, std::string("[server] ") + e.what(), "grammar")));
         } catch (const std::exception& e) {
             write(format->error(ApiError(500, std::string("[server] generation failed: ") + e.what())));
         }

@@ -309,3 +309,25 @@ TEST_CASE("json_schema: a \\u escape without 4 hex digits in a pattern is a Gram
     }
     CHECK_NOTHROW(llm::parse_gbnf(llm::json_schema_to_gbnf(nlohmann::ordered_json{{"type", "string"}, {"pattern", "^\\u00e9$"}})));
 }
+
+TEST_CASE("grammar budget: too many parse stacks or a long run of empty rules is a GrammarError, not a crash or a stall") {
+    // 100 x 900 optional words in a row: expanding the start passed 90,000 nested rules and overflowed
+    // the thread's stack (SIGSEGV in `tinyllm run --grammar`).
+    CHECK_THROWS_WITH(llm::parse_gbnf("root ::= (word (\",\"* word){900}){100}\nword ::= [a-z]?"),
+                      Catch::Contains("rules that can match nothing in a row"));
+    // 1100 alternatives that all begin alike: 1100 stacks at the start.
+    std::string many = "(";
+    for (int i = 0; i < 1100; i++) many += (i ? " | \"a" : "\"a") + std::to_string(i) + "\"";
+    many += ")";
+    CHECK_THROWS_WITH(llm::parse_gbnf("root ::= " + many), Catch::Contains("parse stacks at once"));
+    // A state past the budget later on throws from the matcher.
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    llm::GrammarMatcher m(llm::parse_gbnf("root ::= \"y\" | \"x\" " + many), vocab);
+    CHECK_THROWS_WITH(m.accept_text("x"), Catch::Contains("parse stacks at once"));
+    // What real grammars need stays well inside: 256 tools behind one opener (the server's tools limit).
+    std::string calls = "root ::= \"<call>{\\\"name\\\": \\\"\" (";
+    for (int i = 0; i < 256; i++) calls += (i ? " | " : "") + std::string("\"tool_") + std::to_string(i) + "\\\", \\\"arguments\\\": {}}\"";
+    calls += ")";
+    CHECK(matches(calls, "<call>{\"name\": \"tool_17\", \"arguments\": {}}"));
+}

@@ -5,8 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <new>
 
 namespace cpu_kernels {
 
@@ -78,13 +79,26 @@ struct DeltaArgs {
     float *o, *state_out;
 };
 
-// delta_head's per-thread scratch of n floats. Outside the cloned function and never inlined into it:
-// clang-19 leaves the destructor of a thread_local vector declared inside target_clones undefined at link.
-__attribute__((noinline)) float* delta_scratch(size_t n) {
-    thread_local std::vector<float> buf;
-    buf.resize(n);
-    return buf.data();
+// delta_head's per-thread scratch, grown as needed. A plain type with its destructor defined here: for
+// a thread_local std::vector<float> in this file, clang-19 referenced ~vector() without emitting it
+// (undefined at link), wherever the variable was declared.
+struct DeltaScratch {
+    float* data = nullptr;
+    size_t size = 0;
+    float* get(size_t n);
+    ~DeltaScratch();
+};
+float* DeltaScratch::get(size_t n) {
+    if (n > size) {
+        std::free(data);
+        data = static_cast<float*>(std::malloc(n * sizeof(float)));
+        if (!data) throw std::bad_alloc();
+        size = n;
+    }
+    return data;
 }
+DeltaScratch::~DeltaScratch() { std::free(data); }
+thread_local DeltaScratch delta_scratch;
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void delta_head(const DeltaArgs& a, int64_t h) {
@@ -96,7 +110,7 @@ void delta_head(const DeltaArgs& a, int64_t h) {
     if (a.reset) std::fill(S, S + Dv * Dk, 0.0f);
     else std::memcpy(S, a.state + h * Dv * Dk, size_t(Dv * Dk) * sizeof(float));
 
-    float* kk = delta_scratch(size_t(C * (3 * Dk + 2 * Dv + 2 * C) + 3 * Dk));
+    float* kk = delta_scratch.get(size_t(C * (3 * Dk + 2 * Dv + 2 * C) + 3 * Dk));
     float *qq = kk + C * Dk, *gam = qq + C * Dk;                          // (n, Dk) (n, Dk) (n, Dg)
     float *u = gam + C * Dk, *delta = u + C * Dv, *A = delta + C * Dv, *M = A + C * C;
     float *kd = M + C * C, *qd = kd + Dk, *tmp = qd + Dk;
