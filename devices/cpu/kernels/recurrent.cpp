@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -79,9 +78,9 @@ struct DeltaArgs {
     float *o, *state_out;
 };
 
-// delta_head's per-thread scratch, grown as needed. A plain type with its destructor defined here: for
-// a thread_local std::vector<float> in this file, clang-19 referenced ~vector() without emitting it
-// (undefined at link), wherever the variable was declared.
+// delta_head's per-thread scratch, grown as needed. A plain type that calls only out-of-line functions:
+// in this file (target_clones, -O3), clang-19 referenced inline library members it did not emit
+// (~vector<float>() of a thread_local vector, then bad_alloc's constructor), undefined at link.
 struct DeltaScratch {
     float* data = nullptr;
     size_t size = 0;
@@ -90,14 +89,14 @@ struct DeltaScratch {
 };
 float* DeltaScratch::get(size_t n) {
     if (n > size) {
-        std::free(data);
-        data = static_cast<float*>(std::malloc(n * sizeof(float)));
-        if (!data) throw std::bad_alloc();
+        ::operator delete(data);
+        data = nullptr, size = 0;
+        data = static_cast<float*>(::operator new(n * sizeof(float)));  // throws bad_alloc itself
         size = n;
     }
     return data;
 }
-DeltaScratch::~DeltaScratch() { std::free(data); }
+DeltaScratch::~DeltaScratch() { ::operator delete(data); }
 thread_local DeltaScratch delta_scratch;
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
