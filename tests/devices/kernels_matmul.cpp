@@ -230,7 +230,7 @@ TEST_CASE("matmul split over threads gives the same bits as one call") {
                 m.y = split.data();
                 std::vector<std::thread> threads;
                 for (int64_t r0 : {0, 16, 48})  // uneven, unaligned ends
-                    threads.emplace_back([&m, r0, n_rows] { ck::matmul(m, r0, r0 == 48 ? n_rows : r0 == 0 ? 16 : 48); });
+                    threads.emplace_back([&m, r0] { ck::matmul(m, r0, r0 == 48 ? m.n_rows : r0 == 0 ? 16 : 48); });
                 for (auto& th : threads) th.join();
                 INFO(ck::isa_name(isa) << " " << gguf::type_name(type) << " tokens " << n_tokens);
                 CHECK(std::memcmp(one.data(), split.data(), one.size() * sizeof(float)) == 0);
