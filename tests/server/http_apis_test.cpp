@@ -133,7 +133,7 @@ TEST_CASE("anthropic: tool_choice any / tool force a call matching input_schema;
     json r = s.post_json("/v1/messages", body);
     CHECK(r["stop_reason"] == "tool_use");
     CHECK(r["content"][0]["input"] == json{{"query", "x"}});
-    const llm::GrammarSpec& any = s.session.calls().at(0).grammar;
+    const llm::GrammarSpec any = s.session.calls().at(0).grammar;  // a copy: calls() returns one
     CHECK_FALSE(any.lazy());
     CHECK(accepts(s, any, hermes_call("lookup", R"({"query":"x"})")));
     CHECK(accepts(s, any, hermes_call("clock", "{}") + "\n" + hermes_call("lookup", R"({"query":"y"})")));  // parallel by default
@@ -143,7 +143,7 @@ TEST_CASE("anthropic: tool_choice any / tool force a call matching input_schema;
 
     body["tool_choice"] = {{"type", "tool"}, {"name", "clock"}, {"disable_parallel_tool_use", true}};
     s.post_json("/v1/messages", body);
-    const llm::GrammarSpec& named = s.session.calls().at(1).grammar;
+    const llm::GrammarSpec named = s.session.calls().at(1).grammar;  // a copy: calls() returns one
     CHECK(accepts(s, named, hermes_call("clock", "{}")));
     CHECK_FALSE(accepts(s, named, hermes_call("lookup", R"({"query":"x"})")));
     CHECK_FALSE(accepts(s, named, hermes_call("clock", "{}") + "\n" + hermes_call("clock", "{}")));
@@ -212,7 +212,7 @@ TEST_CASE("responses: text.format json_schema / json_object constrain the reply;
     json r = s.post_json("/v1/responses", body);
     CHECK(r["output"][0]["content"][0]["text"] == R"({"n":3})");
     CHECK(r["text"]["format"]["type"] == "json_schema");  // echoed as sent
-    const llm::GrammarSpec& g = s.session.calls().at(0).grammar;
+    const llm::GrammarSpec g = s.session.calls().at(0).grammar;  // a copy: calls() returns one
     CHECK_FALSE(g.lazy());
     CHECK(accepts(s, g, R"({"n":3})"));
     CHECK_FALSE(accepts(s, g, R"({"n":"3"})"));
@@ -248,7 +248,7 @@ TEST_CASE("responses: tool_choice required / named force a call matching the par
     CHECK(r["output"][0]["type"] == "function_call");
     CHECK(r["output"][0]["name"] == "add");
     CHECK(r["parallel_tool_calls"] == false);
-    const llm::GrammarSpec& g = s.session.calls().at(0).grammar;
+    const llm::GrammarSpec g = s.session.calls().at(0).grammar;  // a copy: calls() returns one
     CHECK_FALSE(g.lazy());
     CHECK(accepts(s, g, hermes_call("add", R"({"a":1})")));
     CHECK(accepts(s, g, hermes_call("noop", "{}")));
