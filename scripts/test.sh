@@ -7,15 +7,14 @@
 #
 # The layout CI runs (.ci/run); budget 60 min on 2 cores (CI's limit is 90):
 #   0. the generated tables match their generator scripts (seconds);
-#   1. GCC -Werror, build/: the whole tree and every test (unit and Node suites);
-#   2. ASAN+UBSAN (GCC), build-asan/: the GGUF reader's suite;
-#   3. each fuzz target but grammar for TINYLLM_FUZZ_SECONDS (clang-19, ASAN+UBSAN), build-fuzz/.
-# The whole-tree layout, not yet CI's default (TINYLLM_ASAN=all TINYLLM_TSAN=1): step 1 builds only
-# tinyllm and tinyllm_fake for the Node suites, step 2 is a clang-19 -Werror ASAN+UBSAN(+libFuzzer) build of
-# the whole tree that runs every unit test once (and proves the tree builds with clang), a TSAN step builds
-# test_server and test_devices and runs the server and thread-pool tests, and fuzzing reuses build-asan/.
-# It is estimated at 50-60 min on an idle 2-core machine and has not run whole yet (README, "Tests").
-# TINYLLM_ASAN=0 drops step 2; TINYLLM_FUZZ_SECONDS=0 drops step 3; TINYLLM_WERROR=0 keeps warnings warnings.
+#   1. GCC -Werror, build/: tinyllm and tinyllm_fake, and the Node suites against them;
+#   2. clang-19 -Werror ASAN+UBSAN (+libFuzzer instrumentation), build-asan/: the whole tree (so it builds
+#      with clang too) and every unit test, once;
+#   3. TSAN (GCC), build-tsan/: test_server and test_devices, the server's and the thread pool's tests;
+#   4. each fuzz target for TINYLLM_FUZZ_SECONDS, from build-asan/.
+# TINYLLM_ASAN=0 drops step 2 and runs every test in build/ instead (GCC, the whole tree: the quick local
+# layout); TINYLLM_ASAN=gguf runs the whole tree in build/ and only the GGUF suite under ASAN (GCC);
+# TINYLLM_TSAN=0 drops step 3; TINYLLM_FUZZ_SECONDS=0 drops step 4; TINYLLM_WERROR=0 keeps warnings warnings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stamp() { date +%s; }
@@ -23,7 +22,7 @@ took() { echo "[test] $1 took $(( $(stamp) - $2 )) s"; }
 jobs=$(nproc)
 werror=ON
 [ "${TINYLLM_WERROR:-1}" = "0" ] && werror=OFF
-ASAN_MODE=${TINYLLM_ASAN:-gguf}
+ASAN_MODE=${TINYLLM_ASAN:-all}
 ASAN_DIR=${ASAN_BUILD_DIR:-build-asan}
 BUILD_DIR=${BUILD_DIR:-build}
 
@@ -60,9 +59,9 @@ else
   took "GCC build and all tests" "$t0"
 fi
 
-# 2. AddressSanitizer + UndefinedBehaviorSanitizer. By default (TINYLLM_ASAN=gguf) the GGUF reader's suite
-# under GCC (every truncation point, each malformation, a fixed-seed fuzz loop). TINYLLM_ASAN=all: every unit
-# test, in a clang-19 build that also carries the fuzzing instrumentation (the fuzz targets below come from it).
+# 2. AddressSanitizer + UndefinedBehaviorSanitizer. By default (TINYLLM_ASAN=all) every unit test, in a clang-19
+# build that also carries the fuzzing instrumentation (the fuzz targets below come from it). TINYLLM_ASAN=gguf:
+# the GGUF reader's suite under GCC (every truncation point, each malformation, a fixed-seed fuzz loop).
 if [ "$ASAN_MODE" = "all" ]; then
   t0=$(stamp)
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYLLM_SANITIZE=ON \
@@ -84,9 +83,8 @@ elif [ "$ASAN_MODE" != "0" ]; then
 fi
 
 # 3. ThreadSanitizer over the concurrent code: the server (acceptor, workers, request queue, prompt slots,
-# streams) and the CPU thread pool, in build-tsan with only those test targets. Opt-in (TINYLLM_TSAN=1) until
-# the whole-tree layout has run once in CI.
-if [ "${TINYLLM_TSAN:-0}" != "0" ]; then
+# streams) and the CPU thread pool, in build-tsan with only those test targets.
+if [ "${TINYLLM_TSAN:-1}" != "0" ]; then
   t0=$(stamp)
   TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
   cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYLLM_TSAN=ON -DTINYLLM_AMD=OFF ${CMAKE_ARGS:-} >/dev/null
@@ -103,10 +101,7 @@ FUZZ_SECONDS=${TINYLLM_FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" != "0" ]; then
   t0=$(stamp)
   [ "$ASAN_MODE" = "all" ] && export FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-$ASAN_DIR}
-  # grammar stays out until it runs 1 M executions clean: it still finds exact repetitions of a group that
-  # can be empty (`w (","* w){900}`), whose O(repetitions) parse stacks make each mask take seconds under
-  # ASAN (open in issue #12; its quadratic duplicate check is fixed). Run it by hand: scripts/fuzz.sh grammar.
-  for target in gguf jinja request tokenizer; do
+  for target in gguf jinja request tokenizer grammar; do
     ./scripts/fuzz.sh "$target" "$FUZZ_SECONDS"
   done
   took "fuzzing" "$t0"
