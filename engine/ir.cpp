@@ -199,16 +199,18 @@ void node_retain(const Node* n) { n->refs.fetch_add(1, std::memory_order_relaxed
 
 void node_release(const Node* n) {
     if (n->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    // Deleting a node releases its sources: iterate instead of recursing through long graphs.
-    // Never destroyed: nodes held by static objects are released after thread_locals die at exit.
-    thread_local auto* dying = new std::vector<const Node*>;
+    // Deleting a node releases its sources: iterate instead of recursing through long graphs, over a
+    // list threaded through the dying nodes themselves. Plain thread_locals: nodes held by static objects
+    // are released after a thread's thread_locals die at exit, and an allocated list leaked per thread.
+    thread_local const Node* dying = nullptr;
     thread_local bool draining = false;
-    dying->push_back(n);
+    n->next_dying = dying;
+    dying = n;
     if (draining) return;
     draining = true;
-    while (!dying->empty()) {
-        const Node* d = dying->back();
-        dying->pop_back();
+    while (dying) {
+        const Node* d = dying;
+        dying = d->next_dying;
         {
             std::lock_guard lock(table().mu);
             table().nodes.erase(d);
@@ -219,7 +221,7 @@ void node_release(const Node* n) {
 }
 
 NodeRef make(Op op, DType dtype, std::vector<NodeRef> srcs, Arg arg) {
-    auto* n = new Node{op, dtype, std::move(srcs), std::move(arg), {}, 0, 0, 0, {}};
+    auto* n = new Node{op, dtype, std::move(srcs), std::move(arg), {}, 0, 0, 0, {}, nullptr};
     n->hash = hash_of(*n);
     NodeRef found;
     {

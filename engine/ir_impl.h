@@ -75,6 +75,7 @@ struct Node {
     size_t hash = 0;      // structural: equal graphs hash equal across runs
     int64_t vmin = 0, vmax = 0;  // value bounds of integer and bool nodes (index math)
     mutable std::atomic<int> refs{0};
+    mutable const Node* next_dying = nullptr;  // node_release's list of nodes being deleted
 
     const Node* src(size_t i) const { return srcs[i].get(); }
     bool is_const() const { return op == Op::CONST; }

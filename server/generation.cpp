@@ -43,10 +43,11 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
         }
         return !reply.stopped();
     };
+    // Outside the `if`: options.on_prefill refers to them while session.generate runs, after the block.
+    bool first = true;
+    int n_cache = 0;
     if (on_prefill) {
         const auto t0 = std::chrono::steady_clock::now();
-        bool first = true;
-        int n_cache = 0;
         options.on_prefill = [&, t0](int n_done, int n_total) {
             if (first) n_cache = n_done;  // the first call comes before any work: what the cache held
             first = false;
