@@ -152,7 +152,10 @@ for (const target of apiServers()) {
           if (c.parallel_tool_calls === false) params.parallel_tool_calls = false;
           const r = await respond(client, params, stream);
           const where = `${JSON.stringify(c.tool_choice)}${stream ? " streamed" : ""}: ${JSON.stringify(r)}`;
-          assert.equal(r.status, "completed", where);
+          // Only with parallel calls off does the grammar end the turn after one call; otherwise random
+          // weights may keep calling until max_output_tokens, and every call completed by then must still be valid.
+          if (c.one) assert.equal(r.status, "completed", where);
+          else assert.ok(["completed", "incomplete"].includes(r.status), where);
           assert.ok(r.calls.length >= 1, where);
           if (c.one) assert.equal(r.calls.length, 1, where);
           for (const call of r.calls) {
