@@ -145,7 +145,6 @@ struct GrammarExpand {
 
     void add_work(GrammarStacks& out) {
         if (out.size() < INDEX_AFTER) return add(out, work);
-        check_room(out);
         if (indexed != &out || in_out.size() != out.size()) {  // first large add into this `out`: index it
             in_out.clear();
             for (size_t i = 0; i < out.size(); i++)
@@ -153,6 +152,7 @@ struct GrammarExpand {
             indexed = &out;
         }
         if (!in_out.insert(key_of(work.data(), work.size())).second) return;
+        check_room(out);  // a duplicate never counts against the budget
         out.data.insert(out.data.end(), work.begin(), work.end());
         out.ends.push_back(uint32_t(out.data.size()));
     }
