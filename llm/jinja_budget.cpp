@@ -38,15 +38,10 @@ uintptr_t frame() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0
 
 }  // namespace
 
-// Sanitizer builds have frames several times larger; the limit means the same depth there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Sanitizer builds (TINYLLM_SANITIZED, set by CMake) have frames several times larger; the limit means
+// the same depth there.
+#ifdef TINYLLM_SANITIZED
 constexpr size_t STACK_SCALE = 4;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr size_t STACK_SCALE = 4;
-#else
-constexpr size_t STACK_SCALE = 1;
-#endif
 #else
 constexpr size_t STACK_SCALE = 1;
 #endif

@@ -78,15 +78,9 @@ inline Result run(const std::function<std::string(int& code)>& body, int timeout
 }
 
 // Sanitizer builds run the same cases several times slower, and keep freed memory in a quarantine
-// (ASAN: 256 MB by default) plus shadow memory, so their peak RSS is that much higher.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TINYLLM_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TINYLLM_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef TINYLLM_TEST_SANITIZED
+// (ASAN: 256 MB by default) plus shadow memory, so their peak RSS is that much higher
+// (TINYLLM_SANITIZED: set by CMake for sanitizer builds).
+#ifdef TINYLLM_SANITIZED
 constexpr double SLOWDOWN = 5;
 constexpr long RSS_SLACK_KB = 384 * 1024;
 #else
