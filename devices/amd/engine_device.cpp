@@ -204,7 +204,7 @@ private:
         fake_->add_twin(name, [fn, name](const Dispatch& d, GpuMemory&) {
             if (d.dims != 1 || d.workgroup[0] == 0 || d.grid[0] % d.workgroup[0])
                 throw Error("[fake-kfd] generated kernel '" + name + "' dispatched with a grid that is not whole 1-D workgroups");
-            fn(d.kernarg.data(), 0, d.grid[0] / d.workgroup[0], d.workgroup[0]);
+            devices::cpu::call_jit(fn, d.kernarg.data(), int64_t(0), int64_t(d.grid[0] / d.workgroup[0]), int64_t(d.workgroup[0]));
         });
     }
     devices::cpu::LlvmJit& host_jit() {

@@ -90,17 +90,10 @@ void* copy_to_huge_pages(const void* host, size_t bytes) {
     return p;
 }
 
-// Calls JIT code, which has no UBSan function-type prologue: clang's -fsanitize=function (part of
-// -fsanitize=undefined) would read the 8 bytes before the kernel's entry to check one, and fault when the
-// code starts a page.
-#if defined(__clang__)
-__attribute__((no_sanitize("function")))
-#endif
-void call_kernel(const KernelCall& c, int64_t begin, int64_t end) {
-    c.fn(c.buffers, c.vars, begin, end);
+void run_kernel_chunk(const void* ctx, int64_t begin, int64_t end) {
+    const KernelCall& c = *static_cast<const KernelCall*>(ctx);
+    call_jit(c.fn, c.buffers, c.vars, begin, end);
 }
-
-void run_kernel_chunk(const void* ctx, int64_t begin, int64_t end) { call_kernel(*static_cast<const KernelCall*>(ctx), begin, end); }
 
 class CpuDevice final : public Device {
 public:
@@ -155,7 +148,7 @@ public:
         for (int i = 0; i < a.n_buffers; i++) ptrs[i] = a.buffers[i]->host;
         KernelCall call{static_cast<const CpuProgram&>(program).fn, ptrs, a.vars};
         if (a.parallel) pool_.run(run_kernel_chunk, &call, a.global_size, 1);
-        else if (a.global_size > 0) call_kernel(call, 0, a.global_size);
+        else if (a.global_size > 0) call_jit(call.fn, call.buffers, call.vars, int64_t(0), a.global_size);
     }
     void run_host(HostFn fn, const void* ctx, int64_t n_work, int64_t grain) override {
         pool_.run(fn, ctx, n_work, grain);

@@ -31,6 +31,17 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// Calls a function compiled by LlvmJit. JIT code has no UBSan function-type prologue: clang's
+// -fsanitize=function (part of -fsanitize=undefined) would read the 8 bytes before the entry to check one,
+// and fault when the code starts a page. Every call into JIT code goes through here.
+template <class Fn, class... Args>
+#if defined(__clang__)
+__attribute__((no_sanitize("function")))
+#endif
+inline void call_jit(Fn fn, Args... args) {
+    fn(args...);
+}
+
 // Compiles IR text to an object file for `target` without loading it (the NULL device).
 std::vector<char> compile_to_object(const std::string& ir, const Target& target);
 

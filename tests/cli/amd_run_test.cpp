@@ -58,6 +58,11 @@ TEST_CASE("run --device AMD on the fake GPU runs every custom kernel as an AMD h
     setenv("DEBUG", "2", 1);  // one line per kernel run
     Run r = run_with_fake_kfd("1", "run --device AMD -p 'Once upon a time' -n 2 --temp 0", true);
     unsetenv("DEBUG");
+    std::string messages;  // on failure, what it said besides the kernel lines
+    std::istringstream all(r.out);
+    for (std::string line; std::getline(all, line);)
+        if (line.find("[engine]") == std::string::npos) messages += line + "\n";
+    INFO(messages);
     REQUIRE(r.status == 0);
     CHECK(r.out.find("TINYLLM_FAKE_KFD is set: a fake /dev/kfd with an emulated gfx1100") != std::string::npos);
     std::istringstream lines(r.out);
