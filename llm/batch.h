@@ -1,14 +1,23 @@
-// Many sequences decoding at once (issue #14, the engine side): one paged KV pool whose blocks the
-// sequences hold through block tables, and a runner that packs every decoding sequence's next token
-// plus prefill chunks into one forward per step, replayed from a capture per token-count bucket.
+// Many sequences at once (issue #14, the engine side): one paged KV pool whose blocks the sequences
+// hold through block tables, and a runner that packs every decoding sequence's next token plus
+// prefill chunks into one forward per step, replayed from a capture per token-count bucket. Full
+// blocks stay cached by their content after their sequence leaves: a new sequence whose prompt starts
+// with the same tokens shares them (reference-counted) instead of recomputing them; unreferenced
+// cached blocks are reused least recently used first when the pool has no free one.
+//
+// The runner computes logits; choosing tokens is the caller's (llm/batched_session.cpp gives each
+// sequence its own sampler, grammar and callbacks).
 #pragma once
 
 #include "llm/model.h"
-#include "llm/sampler.h"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace engine { class Jit; }
@@ -18,23 +27,40 @@ namespace llm {
 struct BatchOptions {
     int block_size = 16;      // pool rows per block (a multiple of 16 keeps attention bit-identical to a contiguous cache)
     int n_blocks = 0;         // pool blocks; 0: enough for max_seqs sequences of n_ctx positions (plus a scratch block)
-    int n_ctx = 1024;         // positions a sequence may reach (prompt + generated)
+    int n_ctx = 1024;         // positions one sequence may reach (prompt + generated)
     int max_seqs = 8;         // sequences running at once (rows of the block table)
     int token_budget = 64;    // tokens per step: every decoding sequence's next token, then prefill chunks
     bool kv_f16 = true;
-    std::vector<int32_t> end_ids;  // tokens that end a sequence whose request has stop_at_end
+    bool prefix_cache = true;  // share full blocks of equal prompt prefixes
 };
 
 struct BatchRequest {
     std::vector<int32_t> prompt;
-    SamplingParams sampling;
-    int max_tokens = 128;
-    bool stop_at_end = true;
+    int max_tokens = 128;  // positions prompt + max_tokens (at most n_ctx) are reserved when it starts
 };
 
-struct BatchResult {
-    int id = -1;                 // what add() returned
-    std::vector<int32_t> ids;    // generated ids (an end id included, as Session reports it)
+// The distribution of one sequence's next token, computed by a step; valid until the next step.
+struct SeqLogits {
+    int id = -1;
+    std::span<const float> logits;  // (n_vocab) raw
+};
+
+// Where a sequence stands (GET /slots).
+struct SeqStatus {
+    bool running = false;  // admitted (holds a table row and its blocks); else waiting
+    int n_prompt = 0;
+    int n_cached = 0;      // prompt positions shared from the prefix cache
+    int n_past = 0;        // positions whose keys are in the pool
+    int n_generated = 0;   // tokens pushed after the prompt
+};
+
+struct PoolStats {
+    int running = 0, waiting = 0;
+    int blocks_used = 0;    // held by a sequence
+    int blocks_cached = 0;  // unreferenced, kept for their prefix
+    int blocks_free = 0;
+    int block_size = 0;
+    int64_t prefix_hit_tokens = 0;  // prompt positions served from the cache, since the start
 };
 
 class BatchRunner {
@@ -43,41 +69,77 @@ public:
     BatchRunner(const Model& model, const BatchOptions& options);
     ~BatchRunner();
 
-    // Queues a request; it starts when a table row and blocks for its prompt + max_tokens are free.
-    // Throws if it could never fit (longer than n_ctx, or than the whole pool).
+    // Queues a sequence; it starts when a table row and blocks for its positions are free. Throws if it
+    // could never fit (a prompt longer than n_ctx or than the whole pool).
     int add(BatchRequest request);
-    // One forward over the running sequences; returns those that finished in it.
-    std::vector<BatchResult> step();
+    // One forward over the running sequences that have input; returns the sequences whose next-token
+    // logits it computed. Such a sequence takes no part in later steps until push() or finish().
+    std::vector<SeqLogits> step();
+    // The next token of a sequence whose logits a step returned; false when its reserved positions are
+    // used up (the caller ends it).
+    bool push(int id, int32_t token);
+    // The sequence leaves, waiting or running: its blocks return to the pool at once (full ones stay
+    // cached for their prefix).
+    void finish(int id);
+    void drop_cache();  // forgets every cached block no sequence holds
+
     bool idle() const { return waiting_.empty() && running_.empty(); }
-    int n_free_blocks() const { return int(free_blocks_.size()); }
+    // True when step() would run a forward: a running sequence with input, or a waiting one that fits.
+    bool has_input() const;
+    int n_awaiting() const;  // running sequences whose logits are out and whose next token is not pushed yet
+    std::optional<SeqStatus> status(int id) const;  // none for an unknown or finished id
+    PoolStats stats() const;
+    int n_ctx() const { return o_.n_ctx; }
     static int bucket(int n_tokens);  // the padded token count a step of n_tokens runs at: 1, 2, 4, ... 512
 
 private:
     struct Seq {
         int id = -1;
-        BatchRequest request;
-        Sampler sampler;
-        int row = -1;                   // block table row
-        std::vector<int32_t> blocks;    // block ids, in position order
-        int n_past = 0;                 // positions whose keys are in the pool
-        std::vector<int32_t> generated;
+        std::vector<int32_t> tokens;   // the prompt, then the pushed tokens: what positions 0.. hold
+        int n_prompt = 0;
+        int n_reserved = 0;            // positions it may reach
+        int row = -1;                  // block table row (running)
+        std::vector<int32_t> blocks;   // block ids, in position order
+        int n_past = 0;                // positions whose keys are in the pool
+        int n_cached = 0;              // prompt positions shared from the cache
+        int n_registered = 0;          // leading blocks that are in the prefix cache
+        uint64_t chain = 0;            // the content hash of those blocks
+        bool awaiting = false;         // its logits are out; it waits for push()
+    };
+    struct Block {
+        int refs = 0;
+        bool cached = false;          // in cache_ under hash
+        uint64_t hash = 0, last_used = 0;
+        std::vector<int32_t> tokens;  // its content, when cached (checked on every hit)
     };
     struct Inputs;  // one bucket's input tensors
 
     bool admit(Seq& s);
     void release(Seq& s);
+    int32_t take_block();
+    void ref(int32_t b);
+    void unref(int32_t b);
+    uint64_t chain_hash(uint64_t parent, const int32_t* tokens) const;
+    void register_full_blocks(Seq& s);
+    Seq* find(int id) const;
     Inputs& inputs(int bucket);
 
     const Model& model_;
     BatchOptions o_;
     KvPool pool_;
     int blocks_per_seq_ = 0, scratch_block_ = 0, scratch_row_ = 0;  // padding's block and table row
-    std::vector<int32_t> free_blocks_;  // taken from the back
+    std::vector<Block> blocks_;                       // every block but the scratch one
+    std::vector<int32_t> free_blocks_;                // unreferenced and uncached, taken from the back
+    std::set<std::pair<uint64_t, int32_t>> evictable_;  // unreferenced cached blocks by last use
+    std::unordered_map<uint64_t, int32_t> cache_;      // content hash of a block and all before it -> block
+    uint64_t hash_key_ = 0, clock_ = 0;
+    int64_t prefix_hit_tokens_ = 0;
     std::vector<int> free_rows_;
     std::vector<int32_t> table_;        // (max_seqs + 1, blocks_per_seq): the last row is padding's, all scratch
     std::vector<std::unique_ptr<Seq>> waiting_, running_;
     int next_id_ = 0;
     int block_size_ = 0;
+    std::vector<float> logits_;         // the last step's (R, V)
     std::map<int, std::unique_ptr<Inputs>> inputs_;
     Tensor block_table_;                // (max_seqs + 1, blocks_per_seq) i32, table_ on the device
     std::unique_ptr<engine::Jit> jit_;

@@ -2,14 +2,14 @@
 // checkpoints), chunked prefill, then a decode loop. Prefill and decode each run as a captured engine
 // graph (one compile, then replays), with the position and the chunk length as bound Vars.
 #include "gguf/gguf.h"
-#include "llm/grammar.h"
 #include "llm/model.h"
-#include "llm/sampler.h"
-#include "llm/session.h"
+#include "llm/session_impl.h"
+#include "llm/token_picker.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 
@@ -41,7 +41,8 @@ public:
         : model_(Model::load(o.model_path)), tokenizer_(tok::Tokenizer::from_gguf(model_->file())),
           start_pos_("start_pos", 0, 1), n_tokens_("n_tokens", 1, PREFILL_CHUNK) {
         const ModelConfig& c = model_->config();
-        int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(c.n_ctx_train, 4096);
+        // Several sequences at once (a BatchedSession over this model) get the model's own context.
+        const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(c.n_ctx_train, o.parallel > 1 && model_->batch_refusal().empty() ? 32768 : 4096);
         info_.path = o.model_path;
         info_.name = c.name.empty() ? std::filesystem::path(o.model_path).stem().string() : c.name;
         info_.architecture = c.arch;
@@ -52,13 +53,7 @@ public:
         info_.n_embd = c.n_embd;
         info_.pooling = c.pooling_type >= 1 && c.pooling_type <= 3 ? Pooling(c.pooling_type) : Pooling::NONE;
         start_pos_ = engine::Var("start_pos", 0, n_ctx - 1);
-        // PREFILL_CHUNK spare rows: the graph must be valid for every bound of start_pos + n_tokens.
-        state_ = model_->new_state(n_ctx + PREFILL_CHUNK, o.kv_f16 ? engine::f16 : engine::f32);
-        for (LayerState& l : state_.layers)
-            for (Tensor* t : {&l.conv, &l.ssm})
-                if (t->defined()) recurrent_.push_back(*t);
-        n_checkpoints_ = recurrent_.empty() ? 0 : std::max(0, o.n_checkpoints);
-        checkpoints_.reserve(size_t(n_checkpoints_));  // never reallocates: resume() holds pointers into it
+        n_checkpoints_ = std::max(0, o.n_checkpoints);
         chunk_tokens_ = Tensor::empty({PREFILL_CHUNK}, engine::i32);
         one_token_ = Tensor::empty({1}, engine::i32);
         prefill_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
@@ -87,6 +82,7 @@ public:
             if (id < 0 || id >= info_.n_vocab)
                 throw std::invalid_argument("[generate] token id " + std::to_string(id) + " is outside the vocabulary");
 
+        if (state_.layers.empty()) init_state();
         GenerateResult r;
         r.n_prompt = static_cast<int>(prompt.size());
         auto t0 = Clock::now();
@@ -100,61 +96,11 @@ public:
         }
         r.t_prefill_ms = ms_since(t0);
 
-        Sampler sampler(opt.sampling);
-        std::unique_ptr<GrammarConstraint> grammar;
-        if (opt.grammar.grammar) {
-            if (!grammar_vocab_) grammar_vocab_ = std::make_unique<GrammarVocab>(*tokenizer_);  // once per model
-            grammar = std::make_unique<GrammarConstraint>(opt.grammar, *grammar_vocab_);
-        }
         auto t1 = Clock::now();
-        int n_steps = opt.forced.empty() ? opt.max_tokens : std::min<int>(opt.max_tokens, opt.forced.size());
-        for (int step = 0; step < n_steps; step++) {
-            if (opt.cancel && opt.cancel->load()) {
-                r.finish = FinishReason::CANCELLED;
-                break;
-            }
-            int32_t id;
-            if (!opt.forced.empty()) {
-                id = opt.forced[step];
-            } else if (grammar && grammar->active()) {
-                id = -1;
-                if (!grammar->mask_known()) {  // the unconstrained choice, when the grammar takes it
-                    int32_t first = sampler.sample(logits);
-                    if (grammar->allows(first)) id = first;
-                }
-                if (id < 0) {
-                    masked_.assign(logits.begin(), logits.end());
-                    if (!grammar->apply(masked_)) {  // nothing can continue the grammar
-                        r.finish = FinishReason::STOP;
-                        break;
-                    }
-                    id = sampler.sample(masked_);
-                }
-            } else {
-                id = sampler.sample(logits);
-            }
-            sampler.accept(id);
-            // a lazy grammar whose trigger is followed by text it rejects ends the generation
-            const bool grammar_ok = !grammar || grammar->accept(id);
-            TokenStep s = describe_step(logits, id, opt.n_top_logprobs, opt.n_top_logits, opt.logprobs);
-            s.logits = logits.data();
-            r.ids.push_back(id);
-            bool go_on = !opt.on_token || opt.on_token(s);
-            if (!go_on) {
-                r.finish = FinishReason::CALLBACK;
-                break;
-            }
-            if (!grammar_ok) {
-                r.finish = FinishReason::STOP;
-                break;
-            }
-            if (opt.stop_at_end && opt.forced.empty() && tokenizer_->is_end(id)) {
-                r.finish = FinishReason::STOP;
-                break;
-            }
-            if (step + 1 == n_steps) break;  // the last token needs no forward pass
+        TokenPicker picker(opt, *tokenizer_, opt.grammar.grammar ? &grammar_vocab() : nullptr);
+        while (picker.next(logits, r)) {
             if (static_cast<int>(cached_.size()) >= info_.n_ctx) break;  // context full: LENGTH
-            logits = decode(id);
+            logits = decode(r.ids.back());
         }
         r.t_decode_ms = ms_since(t1);
         live_logits_ = std::move(logits);  // the live state is the end-of-generation checkpoint
@@ -205,7 +151,26 @@ public:
         return pooled;
     }
 
+    const Model& model() const { return *model_; }
+
 private:
+    // The caches generate() runs in, made by the first generation (a session that only embeds, or only
+    // lends its model to a BatchedSession, never makes them).
+    void init_state() {
+        // PREFILL_CHUNK spare rows: the graph must be valid for every bound of start_pos + n_tokens.
+        state_ = model_->new_state(info_.n_ctx + PREFILL_CHUNK, kv_dtype_);
+        for (LayerState& l : state_.layers)
+            for (Tensor* t : {&l.conv, &l.ssm})
+                if (t->defined()) recurrent_.push_back(*t);
+        if (recurrent_.empty()) n_checkpoints_ = 0;
+        checkpoints_.reserve(size_t(n_checkpoints_));  // never reallocates: resume() holds pointers into it
+    }
+
+    const GrammarVocab& grammar_vocab() {
+        if (!grammar_vocab_) grammar_vocab_ = std::make_unique<GrammarVocab>(*tokenizer_);  // once per model
+        return *grammar_vocab_;
+    }
+
     // Brings the state to the longest reusable prefix of `prompt` and returns its length. Attention
     // caches are valid up to the common prefix with what they hold (cached_); recurrent state only at
     // the live position or at a checkpoint within that prefix (a checkpoint past it would need K/V rows
@@ -319,14 +284,21 @@ private:
     Tensor chunk_tokens_, one_token_;
     std::unique_ptr<engine::Jit> prefill_, decode_, embed_;
     std::unique_ptr<GrammarVocab> grammar_vocab_;  // the vocabulary trie, built by the first grammar request
-    std::vector<float> masked_;                    // (n_vocab) logits with the grammar's mask applied
 };
 
 }  // namespace
 
 std::unique_ptr<Session> open_session(const SessionOptions& options) {
     engine::set_default_device(options.device);  // the model's weights and state go there
-    return std::make_unique<ModelSession>(options);
+    auto single = std::make_unique<ModelSession>(options);
+    if (options.parallel <= 1) return single;
+    if (std::string why = single->model().batch_refusal(); !why.empty()) {
+        std::fprintf(stderr, "[session] one sequence at a time: %s\n", why.c_str());
+        return single;
+    }
+    // Several sequences at once over the same model; the single-sequence session keeps embeddings.
+    const Model& model = single->model();
+    return open_batched_session(std::move(single), model, options);
 }
 
 }  // namespace llm

@@ -82,19 +82,24 @@ Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, 
     return engine::linear(engine::rms_norm(x, output_norm, config_.rms_eps), output);  // (n_out, V)
 }
 
-namespace {
 // Batches of sequences run attention layers only for now: MLA's latent cache and the recurrent
 // mixers' per-sequence state have no paged form yet.
-void check_batchable(const ModelConfig& c) {
-    for (int il = 0; il < c.n_layer; il++)
-        if (c.layer_kind[il] != LayerKind::ATTENTION)
-            throw std::runtime_error("[model] batched forward: architecture '" + c.arch + "' has " + layer_kind_name(c.layer_kind[il]) +
-                                     " layers; only attention layers run in batches of sequences so far");
+std::string Model::batch_refusal() const {
+    for (int il = 0; il < config_.n_layer; il++)
+        if (config_.layer_kind[il] != LayerKind::ATTENTION)
+            return "architecture '" + config_.arch + "' has " + layer_kind_name(config_.layer_kind[il]) +
+                   " layers; only attention layers run in batches of sequences so far";
+    return "";
+}
+
+namespace {
+void check_batchable(const Model& m) {
+    if (std::string why = m.batch_refusal(); !why.empty()) throw std::runtime_error("[model] batched forward: " + why);
 }
 }  // namespace
 
 KvPool Model::new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) const {
-    check_batchable(config_);
+    check_batchable(*this);
     if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("[model] new_kv_pool: n_blocks and block_size must be positive");
     KvPool p;
     p.n_blocks = n_blocks, p.block_size = block_size;
@@ -108,7 +113,7 @@ KvPool Model::new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) 
 
 Tensor Model::forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const {
     const ModelConfig& c = config_;
-    check_batchable(c);
+    check_batchable(*this);
     if (int(pool.k.size()) != c.n_layer || b.block_size != pool.block_size) throw std::invalid_argument("[model] forward_batch: the pool is not this model's");
     Tensor x = engine::embedding(token_embd, tokens);  // (T, D)
     for (int il = 0; il < c.n_layer; il++) {

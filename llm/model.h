@@ -52,6 +52,7 @@ public:
     // (R) i32. Attention-only architectures: throws naming the architecture for MLA or recurrent layers.
     Tensor forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const;
     KvPool new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) const;  // throws as forward_batch
+    std::string batch_refusal() const;  // why forward_batch cannot run this model; "" when it can
     // The final hidden states (T, D) after output_norm, without the output matmul: what embeddings pool.
     Tensor hidden(const Tensor& tokens, const Dim& start_pos, State& state) const;
 

@@ -105,9 +105,29 @@ struct ModelInfo {
     Pooling pooling = Pooling::NONE;  // what the GGUF declares (<arch>.pooling_type)
 };
 
+// A session that runs several sequences at once: what runs, what waits, and its KV pool (GET /slots,
+// /metrics).
+struct SlotStatus {
+    int id = -1;           // the sequence's number, in arrival order
+    bool running = false;  // else waiting for a place in the batch
+    int n_prompt = 0, n_cached = 0;  // prompt tokens; of those, shared from the prefix cache
+    int n_past = 0;        // positions computed
+    int n_generated = 0;
+};
+struct ServingStats {
+    int parallel = 1;
+    int running = 0, waiting = 0;
+    int blocks_used = 0, blocks_cached = 0, blocks_free = 0, block_size = 0;  // the KV pool
+    int64_t prefix_hit_tokens = 0;  // prompt tokens served from the prefix cache, since the start
+    std::vector<SlotStatus> slots;
+};
+
 class Session {
 public:
     virtual ~Session() = default;
+    // How many generate() calls may run at once (from different threads); 1: one at a time.
+    virtual int max_parallel() const { return 1; }
+    virtual ServingStats serving_stats() const { return {}; }
     virtual const ModelInfo& info() const = 0;
     virtual const tok::Tokenizer& tokenizer() const = 0;
     // Throws std::length_error when the prompt alone does not fit the context; generation stops with
@@ -130,6 +150,12 @@ struct SessionOptions {
     // so the session keeps this many snapshots of it at turn boundaries (end of a prompt, end of a
     // generation) to resume follow-ups and regenerations from. Each costs the recurrent state's size.
     int n_checkpoints = 4;
+    // Sequences generated at once (attention-only architectures; the others run one at a time). With
+    // more than one, n_ctx 0 means the model's own context up to 32768, and the sequences share one
+    // paged KV pool of pool_tokens positions (0: parallel x n_ctx) whose full blocks are reused by
+    // requests that start with the same tokens.
+    int parallel = 1;
+    int pool_tokens = 0;
 };
 
 // Loads the model and returns a session ready to generate. Throws with a clear message on any

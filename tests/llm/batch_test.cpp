@@ -5,6 +5,7 @@
 #include "common/test_data.h"
 #include "engine/tensor.h"
 #include "llm/batch.h"
+#include "llm/sampler.h"
 #include "llm/session.h"
 
 #include <algorithm>
@@ -56,28 +57,37 @@ Run run(const std::string& path, bool kv_f16) {
     llm::BatchOptions bo;
     bo.n_ctx = 128, bo.max_seqs = 4, bo.token_budget = 8, bo.kv_f16 = kv_f16;  // budget 8: long prompts go in chunks
     llm::BatchRunner runner(*model, bo);
-    std::map<int, std::vector<int32_t>> out;
+    std::map<int, std::vector<int32_t>> out;  // greedy ids per sequence
     auto add = [&](size_t i) {
         llm::BatchRequest q;
-        q.prompt = r.prompts[i], q.max_tokens = N_GEN, q.stop_at_end = false;
+        q.prompt = r.prompts[i], q.max_tokens = N_GEN;
         return runner.add(q);
     };
+    auto step = [&] {  // one step, the greedy choice for every sequence it served; how many ended
+        int ended = 0;
+        for (const llm::SeqLogits& l : runner.step()) {
+            std::vector<int32_t>& ids = out[l.id];
+            ids.push_back(llm::argmax(l.logits));
+            if (int(ids.size()) == N_GEN) runner.finish(l.id), ended++;
+            else REQUIRE(runner.push(l.id, ids.back()));
+        }
+        return ended;
+    };
     std::vector<int> ids = {add(0), add(1)};
-    for (int i = 0; i < 3; i++)
-        for (auto& d : runner.step()) out[d.id] = d.ids;
+    for (int i = 0; i < 3; i++) step();
     ids.push_back(add(2)), ids.push_back(add(3));
     // by the 6th step from here all four decode (4 tokens a step): record the counters, then no step
     // until the first sequence ends may compile or schedule anything
-    int steps = 0;
+    int steps = 0, ended = 0;
     uint64_t compiles = 0, schedules = 0;
     while (!runner.idle()) {
-        std::vector<llm::BatchResult> done = runner.step();
+        const int ended_now = step();
         if (++steps == 6) compiles = engine::stats().compiles, schedules = engine::stats().schedules;
-        if (steps > 6 && out.empty() && done.empty()) {
+        if (steps > 6 && ended == 0 && ended_now == 0) {
             r.steady_steps++;
             r.compiled_in_steady_state |= engine::stats().compiles != compiles || engine::stats().schedules != schedules;
         }
-        for (auto& d : done) out[d.id] = d.ids;
+        ended += ended_now;
     }
     for (int id : ids) r.together.push_back(out[id]);
     return r;
@@ -128,12 +138,22 @@ TEST_CASE("batch: MLA and recurrent architectures are refused, naming the archit
     }
 }
 
-TEST_CASE("batch: a request longer than n_ctx is refused when added") {
+TEST_CASE("batch: a prompt longer than n_ctx is refused when added, a long max_tokens is cut at n_ctx") {
     auto model = llm::Model::load(test_data::builtin_model());
     llm::BatchOptions bo;
     bo.n_ctx = 16;
     llm::BatchRunner runner(*model, bo);
     llm::BatchRequest q;
-    q.prompt = std::vector<int32_t>(10, 1), q.max_tokens = 7;
-    CHECK_THROWS_WITH(runner.add(q), Catch::StartsWith("[batch] prompt + max_tokens = 17 exceeds n_ctx 16"));
+    q.prompt = std::vector<int32_t>(17, 1), q.max_tokens = 1;
+    CHECK_THROWS_WITH(runner.add(q), Catch::StartsWith("[batch] the prompt has 17 tokens, more than n_ctx 16"));
+    q.prompt = std::vector<int32_t>(10, 1), q.max_tokens = 100;
+    const int id = runner.add(q);
+    int pushed = 0;
+    for (int i = 0; i < 20 && !runner.idle(); i++)
+        for (const llm::SeqLogits& l : runner.step()) {
+            if (runner.push(l.id, 1)) pushed++;
+            else runner.finish(id);
+        }
+    CHECK(runner.idle());
+    CHECK(pushed == 16 - 10);  // positions 10..15
 }
