@@ -1,8 +1,7 @@
 // The batch runner: a block table row and blocks per running sequence, a prefix cache of full blocks
 // keyed by the hash of their content and everything before it; each step packs every decoding
-// sequence's next token, then prefill chunks up to the token budget, pads the batch to its bucket
-// (padding reads a scratch block, stores nothing, its logits are not read), and runs it as a captured
-// graph, so steady-state decode with a given number of sequences compiles nothing.
+// sequence's next token, then prefill chunks up to the token budget, and replays one captured graph
+// whose token and logit-row counts are bound Vars, so no step after the first compiles anything.
 #include "llm/batch.h"
 
 #include <algorithm>
@@ -22,26 +21,14 @@ uint64_t mix(uint64_t x) {  // splitmix64's finalizer
 }
 }  // namespace
 
-// One bucket's inputs, overwritten each step: tokens, positions, slots, seq (bucket) and logit rows.
-struct BatchRunner::Inputs {
-    Tensor tokens, positions, slots, seq, logit_rows;
-};
-
-int BatchRunner::bucket(int n_tokens) {
-    int b = 1;
-    while (b < n_tokens) b *= 2;
-    return b;
-}
-
 BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(model), o_(o) {
     if (o.block_size <= 0 || o.n_ctx <= 0 || o.max_seqs <= 0) fail("block_size, n_ctx and max_seqs must be positive");
-    if (o.token_budget < o.max_seqs || bucket(o.token_budget) > 512)
+    if (o.token_budget < o.max_seqs || o.token_budget > 512)
         fail("token_budget " + std::to_string(o.token_budget) + " must hold a token of every sequence (max_seqs " +
              std::to_string(o.max_seqs) + ") and stay within 512");
     block_size_ = o.block_size;
     blocks_per_seq_ = div_up(o.n_ctx, o.block_size);
-    const int n_blocks = o.n_blocks > 0 ? o.n_blocks : o.max_seqs * blocks_per_seq_ + 1;
-    if (n_blocks < 2) fail("the pool needs at least two blocks");
+    const int n_blocks = o.n_blocks > 0 ? o.n_blocks : o.max_seqs * blocks_per_seq_;
     pool_ = model.new_kv_pool(n_blocks, o.block_size, o.kv_f16 ? engine::f16 : engine::f32);
     std::vector<Tensor> zeroed;  // a row nobody wrote is read by nobody, but keep the pool free of NaN bits
     for (size_t il = 0; il < pool_.k.size(); il++) {
@@ -49,17 +36,24 @@ BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(mod
         zeroed.push_back(pool_.v[il].assign(Tensor::zeros(pool_.v[il].shape(), pool_.v[il].dtype())));
     }
     engine::realize(zeroed);
-    scratch_block_ = n_blocks - 1;  // padding's keys and values go here
-    blocks_.resize(size_t(scratch_block_));
-    for (int32_t b = scratch_block_ - 1; b >= 0; b--) free_blocks_.push_back(b);
+    for (const auto* pools : {&pool_.k, &pool_.v})
+        for (const Tensor& t : *pools) pool_bytes_ += int64_t(t.dtype().nbytes(t.numel().value()));
+    blocks_.resize(size_t(n_blocks));
+    for (int32_t b = n_blocks - 1; b >= 0; b--) free_blocks_.push_back(b);
     for (int r = o.max_seqs - 1; r >= 0; r--) free_rows_.push_back(r);
-    scratch_row_ = o.max_seqs;
-    table_.assign(size_t(o.max_seqs + 1) * size_t(blocks_per_seq_), scratch_block_);
+    table_.assign(size_t(o.max_seqs) * size_t(blocks_per_seq_), 0);  // entries past a sequence's blocks are never read
     // A secret key: which prompts share blocks must not be something a client can steer by collisions.
     hash_key_ = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    // One capture serves every step: the inputs have room for a full step, n_tokens and n_rows say how
+    // much of them this step uses.
+    n_tokens_ = engine::Var("n_tokens", 1, o.token_budget);
+    n_rows_ = engine::Var("n_rows", 1, o.max_seqs);
+    for (Tensor* t : {&in_tokens_, &in_positions_, &in_slots_, &in_seq_}) *t = Tensor::empty({o.token_budget}, engine::i32);
+    in_logit_rows_ = Tensor::empty({o.max_seqs}, engine::i32);
     jit_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
-        PagedBatch b{in[1], in[2], in[3], in[5], block_size_};
-        return std::vector<Tensor>{model_.forward_batch(in[0], b, in[4], pool_)};
+        auto t = [&](int i) { return in[size_t(i)].slice(0, 0, n_tokens_); };
+        PagedBatch b{t(1), t(2), t(3), in[5], block_size_};
+        return std::vector<Tensor>{model_.forward_batch(t(0), b, in[4].slice(0, 0, n_rows_), pool_)};
     });
 }
 
@@ -74,7 +68,7 @@ int BatchRunner::add(BatchRequest r) {
     s->id = next_id_++;
     s->n_prompt = n_prompt;
     s->n_reserved = int(std::min<int64_t>(int64_t(n_prompt) + r.max_tokens, o_.n_ctx));
-    if (div_up(s->n_reserved, block_size_) > scratch_block_) fail("the request needs more blocks than the pool has");
+    if (div_up(s->n_reserved, block_size_) > int(blocks_.size())) fail("the request needs more blocks than the pool has");
     s->tokens = std::move(r.prompt);
     s->chain = hash_key_;
     waiting_.push_back(std::move(s));
@@ -167,7 +161,7 @@ bool BatchRunner::admit(Seq& s) {
 void BatchRunner::release(Seq& s) {
     // later blocks first: an evicted prefix's continuation is useless, so it should go before it
     for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) unref(*it);
-    std::fill_n(table_.begin() + ptrdiff_t(s.row) * blocks_per_seq_, blocks_per_seq_, scratch_block_);
+    std::fill_n(table_.begin() + ptrdiff_t(s.row) * blocks_per_seq_, blocks_per_seq_, 0);
     free_rows_.push_back(s.row);
     s.blocks.clear(), s.row = -1;
 }
@@ -232,20 +226,11 @@ PoolStats BatchRunner::stats() const {
     PoolStats p;
     p.running = int(running_.size()), p.waiting = int(waiting_.size());
     p.blocks_free = int(free_blocks_.size()), p.blocks_cached = int(evictable_.size());
-    p.blocks_used = scratch_block_ - p.blocks_free - p.blocks_cached;
+    p.blocks_used = int(blocks_.size()) - p.blocks_free - p.blocks_cached;
     p.block_size = block_size_;
     p.prefix_hit_tokens = prefix_hit_tokens_;
+    p.pool_bytes = pool_bytes_;
     return p;
-}
-
-BatchRunner::Inputs& BatchRunner::inputs(int n) {
-    std::unique_ptr<Inputs>& in = inputs_[n];
-    if (!in) {
-        in = std::make_unique<Inputs>();
-        for (Tensor* t : {&in->tokens, &in->positions, &in->slots, &in->seq}) *t = Tensor::empty({n}, engine::i32);
-        in->logit_rows = Tensor::empty({std::min(n, o_.max_seqs)}, engine::i32);
-    }
-    return *in;
 }
 
 std::vector<SeqLogits> BatchRunner::step() {
@@ -272,20 +257,18 @@ std::vector<SeqLogits> BatchRunner::step() {
     }
     if (tokens.empty()) return {};
 
-    // Pad to the bucket: token 0 at position 0 of the scratch row (which reads the scratch block), its
-    // keys stored nowhere (slot -1: kv_store skips it).
-    const int T = bucket(int(tokens.size())), R = std::min(T, o_.max_seqs);
-    for (int i = int(tokens.size()); i < T; i++) tokens.push_back(0), positions.push_back(0), seq.push_back(scratch_row_), slots.push_back(-1);
+    // At least one logit row (a step of prefill chunks that end no prompt reads row 0 and drops it).
+    const int T = int(tokens.size()), R = std::max<int>(1, int(logit_rows.size()));
     logit_rows.resize(size_t(R), 0);
-    Inputs& in = inputs(T);
-    in.tokens.copy_from(tokens.data(), tokens.size() * 4);
-    in.positions.copy_from(positions.data(), positions.size() * 4);
-    in.slots.copy_from(slots.data(), slots.size() * 4);
-    in.seq.copy_from(seq.data(), seq.size() * 4);
-    in.logit_rows.copy_from(logit_rows.data(), logit_rows.size() * 4);
-    if (!block_table_.defined()) block_table_ = Tensor::empty({o_.max_seqs + 1, blocks_per_seq_}, engine::i32);
+    n_tokens_.bind(T), n_rows_.bind(R);
+    in_tokens_.copy_from(tokens.data(), tokens.size() * 4);
+    in_positions_.copy_from(positions.data(), positions.size() * 4);
+    in_slots_.copy_from(slots.data(), slots.size() * 4);
+    in_seq_.copy_from(seq.data(), seq.size() * 4);
+    in_logit_rows_.copy_from(logit_rows.data(), logit_rows.size() * 4);
+    if (!block_table_.defined()) block_table_ = Tensor::empty({o_.max_seqs, blocks_per_seq_}, engine::i32);
     block_table_.copy_from(table_.data(), table_.size() * 4);
-    logits_ = (*jit_)({in.tokens, in.positions, in.slots, in.seq, in.logit_rows, block_table_})[0].to_vector<float>();
+    logits_ = (*jit_)({in_tokens_, in_positions_, in_slots_, in_seq_, in_logit_rows_, block_table_})[0].to_vector<float>();
 
     for (auto& s : running_) register_full_blocks(*s);
     const size_t V = size_t(model_.config().n_vocab);

@@ -1,6 +1,6 @@
 // Many sequences at once (issue #14, the engine side): one paged KV pool whose blocks the sequences
 // hold through block tables, and a runner that packs every decoding sequence's next token plus
-// prefill chunks into one forward per step, replayed from a capture per token-count bucket. Full
+// prefill chunks into one forward per step, replayed from one capture whose token count is symbolic. Full
 // blocks stay cached by their content after their sequence leaves: a new sequence whose prompt starts
 // with the same tokens shares them (reference-counted) instead of recomputing them; unreferenced
 // cached blocks are reused least recently used first when the pool has no free one.
@@ -12,7 +12,6 @@
 #include "llm/model.h"
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -26,10 +25,10 @@ namespace llm {
 
 struct BatchOptions {
     int block_size = 16;      // pool rows per block (a multiple of 16 keeps attention bit-identical to a contiguous cache)
-    int n_blocks = 0;         // pool blocks; 0: enough for max_seqs sequences of n_ctx positions (plus a scratch block)
+    int n_blocks = 0;         // pool blocks; 0: enough for max_seqs sequences of n_ctx positions
     int n_ctx = 1024;         // positions one sequence may reach (prompt + generated)
     int max_seqs = 8;         // sequences running at once (rows of the block table)
-    int token_budget = 64;    // tokens per step: every decoding sequence's next token, then prefill chunks
+    int token_budget = 64;    // tokens per step (at most 512): every decoding sequence's next token, then prefill chunks
     bool kv_f16 = true;
     bool prefix_cache = true;  // share full blocks of equal prompt prefixes
 };
@@ -60,6 +59,7 @@ struct PoolStats {
     int blocks_cached = 0;  // unreferenced, kept for their prefix
     int blocks_free = 0;
     int block_size = 0;
+    int64_t pool_bytes = 0;         // keys and values of every layer
     int64_t prefix_hit_tokens = 0;  // prompt positions served from the cache, since the start
 };
 
@@ -90,7 +90,6 @@ public:
     std::optional<SeqStatus> status(int id) const;  // none for an unknown or finished id
     PoolStats stats() const;
     int n_ctx() const { return o_.n_ctx; }
-    static int bucket(int n_tokens);  // the padded token count a step of n_tokens runs at: 1, 2, 4, ... 512
 
 private:
     struct Seq {
@@ -112,7 +111,6 @@ private:
         uint64_t hash = 0, last_used = 0;
         std::vector<int32_t> tokens;  // its content, when cached (checked on every hit)
     };
-    struct Inputs;  // one bucket's input tensors
 
     bool admit(Seq& s);
     void release(Seq& s);
@@ -122,26 +120,28 @@ private:
     uint64_t chain_hash(uint64_t parent, const int32_t* tokens) const;
     void register_full_blocks(Seq& s);
     Seq* find(int id) const;
-    Inputs& inputs(int bucket);
 
     const Model& model_;
     BatchOptions o_;
     KvPool pool_;
-    int blocks_per_seq_ = 0, scratch_block_ = 0, scratch_row_ = 0;  // padding's block and table row
-    std::vector<Block> blocks_;                       // every block but the scratch one
+    int blocks_per_seq_ = 0;
+    std::vector<Block> blocks_;
     std::vector<int32_t> free_blocks_;                // unreferenced and uncached, taken from the back
     std::set<std::pair<uint64_t, int32_t>> evictable_;  // unreferenced cached blocks by last use
     std::unordered_map<uint64_t, int32_t> cache_;      // content hash of a block and all before it -> block
     uint64_t hash_key_ = 0, clock_ = 0;
-    int64_t prefix_hit_tokens_ = 0;
+    int64_t prefix_hit_tokens_ = 0, pool_bytes_ = 0;
     std::vector<int> free_rows_;
-    std::vector<int32_t> table_;        // (max_seqs + 1, blocks_per_seq): the last row is padding's, all scratch
+    std::vector<int32_t> table_;        // (max_seqs, blocks_per_seq) block ids of each running sequence
     std::vector<std::unique_ptr<Seq>> waiting_, running_;
     int next_id_ = 0;
     int block_size_ = 0;
     std::vector<float> logits_;         // the last step's (R, V)
-    std::map<int, std::unique_ptr<Inputs>> inputs_;
-    Tensor block_table_;                // (max_seqs + 1, blocks_per_seq) i32, table_ on the device
+    Tensor in_tokens_, in_positions_, in_slots_, in_seq_;  // (token_budget) i32: the step's tokens, their positions,
+                                                           // pool rows and table rows
+    Tensor in_logit_rows_;                                 // (max_seqs) i32: the tokens whose logits are read
+    Tensor block_table_;                // (max_seqs, blocks_per_seq) i32, table_ on the device
+    engine::Var n_tokens_{"n_tokens", 1, 1}, n_rows_{"n_rows", 1, 1};  // how much of the inputs a step uses
     std::unique_ptr<engine::Jit> jit_;
 };
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -47,6 +48,25 @@ struct Command {
     int32_t token = -1;
 };
 
+// Memory the system could still give us, from /proc/meminfo (0 when unknown).
+int64_t available_bytes() {
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    int64_t kb = 0;
+    std::string unit;
+    while (f >> key >> kb >> unit)
+        if (key == "MemAvailable:") return kb * 1024;
+    return 0;
+}
+
+// The pool's default size: every sequence its whole context, and at least four contexts (a prefix
+// cache needs room beyond the running sequences), within half of the memory available.
+int64_t default_pool_tokens(const ModelConfig& c, const SessionOptions& o, int n_ctx) {
+    const int64_t per_token = int64_t(c.n_layer) * c.n_head_kv * (c.head_dim_k + c.head_dim_v) * (o.kv_f16 ? 2 : 4);
+    const int64_t wanted = int64_t(std::max(o.parallel, 4)) * n_ctx, budget = available_bytes() / 2 / std::max<int64_t>(per_token, 1);
+    return budget > 0 ? std::max<int64_t>(std::min(wanted, budget), n_ctx) : wanted;
+}
+
 class BatchedSession final : public Session {
 public:
     BatchedSession(std::unique_ptr<Session> single, const Model& model, const SessionOptions& o)
@@ -56,9 +76,9 @@ public:
         bo.max_seqs = o.parallel;
         bo.token_budget = std::max(TOKEN_BUDGET, o.parallel);
         bo.kv_f16 = o.kv_f16;
-        const int64_t pool = o.pool_tokens > 0 ? o.pool_tokens : int64_t(o.parallel) * info_.n_ctx;
-        bo.n_blocks = int((pool + BLOCK_SIZE - 1) / BLOCK_SIZE) + 1;  // + padding's scratch block
-        info_.n_ctx = int(std::min<int64_t>(info_.n_ctx, int64_t(bo.n_blocks - 1) * BLOCK_SIZE));  // one sequence fits the pool
+        const int64_t pool = o.pool_tokens > 0 ? o.pool_tokens : default_pool_tokens(model.config(), o, info_.n_ctx);
+        bo.n_blocks = int((pool + BLOCK_SIZE - 1) / BLOCK_SIZE);
+        info_.n_ctx = int(std::min<int64_t>(info_.n_ctx, int64_t(bo.n_blocks) * BLOCK_SIZE));  // one sequence fits the pool
         bo.n_ctx = info_.n_ctx;
         runner_ = std::make_unique<BatchRunner>(model, bo);
         snapshot();
@@ -169,6 +189,13 @@ private:
             }
             if (box.ready) break;
             if (opt.cancel && opt.cancel->load()) return false;
+            if (opt.abandoned) {
+                lock.unlock();
+                const bool gone = opt.abandoned();
+                lock.lock();
+                if (gone) return false;
+                if (box.ready || box.error) continue;
+            }
             ready_.wait_for(lock, POLL);
         }
         box.ready = false;
@@ -259,7 +286,8 @@ private:
 
     void snapshot() {  // what serving_stats() reports, taken while the runner is still
         const PoolStats p = runner_->stats();
-        stats_ = {parallel_, p.running, p.waiting, p.blocks_used, p.blocks_cached, p.blocks_free, p.block_size, p.prefix_hit_tokens, {}};
+        stats_ = {parallel_, p.running, p.waiting, p.blocks_used, p.blocks_cached, p.blocks_free, p.block_size, p.pool_bytes,
+                  p.prefix_hit_tokens, {}};
         for (const auto& [id, box] : boxes_)
             if (auto st = runner_->status(id)) stats_.slots.push_back({id, st->running, st->n_prompt, st->n_cached, st->n_past, st->n_generated});
     }

@@ -74,6 +74,9 @@ struct GenerateOptions {
     // Called for every generated token; return false to stop (e.g. a stop string matched).
     std::function<bool(const TokenStep&)> on_token;
     const std::atomic<bool>* cancel = nullptr;  // checked between tokens (client went away, Ctrl-C)
+    // Polled (besides cancel) while a parallel session's sequence waits for its place or its prefill:
+    // true ends the generation (CANCELLED) and frees its place within a step.
+    std::function<bool()> abandoned;
     // Called before prefill and after each prefill chunk with the prompt tokens done so far (reused
     // ones included) and the prompt's length: streams send progress and keep-alives from here.
     std::function<void(int n_done, int n_total)> on_prefill;
@@ -118,6 +121,7 @@ struct ServingStats {
     int parallel = 1;
     int running = 0, waiting = 0;
     int blocks_used = 0, blocks_cached = 0, blocks_free = 0, block_size = 0;  // the KV pool
+    int64_t pool_bytes = 0;
     int64_t prefix_hit_tokens = 0;  // prompt tokens served from the prefix cache, since the start
     std::vector<SlotStatus> slots;
 };

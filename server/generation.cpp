@@ -27,7 +27,15 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
     llm::GenerateOptions options = job.generate;
     options.stop_at_end = true;
     options.logprobs = options.logprobs || job.logprobs;
+    options.abandoned = client_gone;  // a parallel session frees a gone client's place while it waits
+    const auto t_start = std::chrono::steady_clock::now();
+    auto t_last = t_start;
     options.on_token = [&](const llm::TokenStep& step) {
+        const auto now = std::chrono::steady_clock::now();
+        const double ms = std::chrono::duration<double, std::milli>(now - t_last).count();
+        if (t_last == t_start) outcome.ttft_ms = ms;
+        else outcome.token_gaps_ms.push_back(float(ms));
+        t_last = now;
         if (job.logprobs && !tokenizer.is_end(step.id)) {
             TokenLogprob entry{tokenizer.decode({step.id}), step.logprob, {}};
             for (auto [id, lp] : step.top_logprobs) entry.top.push_back({tokenizer.decode({id}), lp});
@@ -55,6 +63,7 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
         };
     }
     outcome.result = session.generate(job.prompt, options);
+    if (outcome.result.finish == llm::FinishReason::CANCELLED && client_gone()) outcome.client_gone = true;
 
     if (!outcome.client_gone) {
         pending.text.append(reply.finish());

@@ -73,7 +73,7 @@ ModelRegistry::ModelRegistry(llm::Session& session, ChatRenderer render_chat, st
     e->pinned = true;
     e->session = &session;
     e->render_chat = std::move(render_chat);
-    e->queue = std::make_unique<RequestQueue>(queue_size);
+    e->queue = std::make_unique<RequestQueue>(queue_size, session.max_parallel());
     entries_.push_back(std::move(e));
 }
 
@@ -206,6 +206,7 @@ void ModelRegistry::load(Entry& entry, std::unique_lock<std::mutex>& lock) {
     }
     entry.path = path;
     entry.pull.reset();
+    entry.queue->set_running(session->max_parallel());
     entry.owned = std::move(session);
     entry.session = entry.owned.get();
     entry.render_chat = std::move(render);
@@ -293,8 +294,16 @@ int ModelRegistry::waiting() const {
 int ModelRegistry::running() const {
     std::lock_guard lock(mutex_);
     int n = 0;
-    for (auto& e : entries_) n += e->queue->busy() ? 1 : 0;
+    for (auto& e : entries_) n += e->queue->running();
     return n;
+}
+
+std::vector<std::pair<std::string, llm::ServingStats>> ModelRegistry::serving_stats() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::pair<std::string, llm::ServingStats>> out;
+    for (auto& e : entries_)
+        if (e->state == ModelState::LOADED && e->session) out.emplace_back(e->name, e->session->serving_stats());
+    return out;
 }
 
 void ModelRegistry::idle_loop() {

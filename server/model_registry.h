@@ -66,7 +66,8 @@ public:
     void add(const std::string& name, const std::string& path);  // e.g. after POST /api/pull
     bool multi() const { return multi_; }
     int waiting() const;              // requests queued behind running ones, all models
-    int running() const;              // models generating now
+    int running() const;              // requests on a model now, all models
+    std::vector<std::pair<std::string, llm::ServingStats>> serving_stats() const;  // each loaded model's, by name
 
 private:
     friend class Lease;

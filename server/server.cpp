@@ -67,6 +67,8 @@ struct Server::Impl {
         std::mutex mutex;
         uint64_t requests = 0, generations = 0, prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
         double prefill_ms = 0, decode_ms = 0;
+        Histogram ttft{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};              // seconds to the first token
+        Histogram itl{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};      // seconds between tokens
     } metrics;
 
     explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(http, acceptor_options(options)) {}
@@ -77,7 +79,7 @@ struct Server::Impl {
         a.max_connections = o.max_connections;
         // Every request waiting in the queue holds a worker: enough that /health and a full queue's
         // 503 still get through.
-        a.n_workers = std::max(o.queue_size, 0) + 8;
+        a.n_workers = std::max(o.queue_size, 0) + std::max(o.parallel, 1) + 8;
         a.idle_timeout_ms = o.idle_timeout_ms;
         a.header_timeout_ms = o.header_timeout_ms;
         a.request_timeout_ms = o.request_timeout_ms;
@@ -113,6 +115,8 @@ struct Server::Impl {
         metrics.generated_tokens += o.result.ids.size();
         metrics.prefill_ms += o.result.t_prefill_ms;
         metrics.decode_ms += o.result.t_decode_ms;
+        if (o.ttft_ms >= 0) metrics.ttft.add(o.ttft_ms / 1000);
+        for (float ms : o.token_gaps_ms) metrics.itl.add(ms / 1000);
     }
 
     void send_json(httplib::Response& res, int status, const json& body) {
@@ -124,7 +128,10 @@ struct Server::Impl {
     httplib::Server::Handler guarded(std::function<void(const httplib::Request&, httplib::Response&)> handler,
                                      ErrorShape shape = ErrorShape::OPENAI) {
         return [this, handler, shape](const httplib::Request& req, httplib::Response& res) {
-            auto fail = [&](const ApiError& e) { send_json(res, e.status, error_json(e, shape)); };
+            auto fail = [&](const ApiError& e) {
+                if (e.code == "queue_full" || e.code == "model_loading") res.set_header("Retry-After", "1");
+                send_json(res, e.status, error_json(e, shape));
+            };
             try {
                 handler(req, res);
             } catch (const ApiError& e) {
@@ -516,6 +523,17 @@ void Server::Impl::routes() {
         send_json(res, 200, {{"content", tokenizer.decode(ids)}});
     }));
 
+    // The sequences each loaded model runs or lets wait, like llama-server's /slots (ours are not fixed
+    // slots: a sequence exists while its request runs).
+    http.Get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
+        json slots = json::array();
+        for (const auto& [name, st] : require_registry().serving_stats())
+            for (const llm::SlotStatus& q : st.slots)
+                slots.push_back({{"id", q.id}, {"model", name}, {"is_processing", q.running}, {"state", q.running ? "processing" : "waiting"},
+                                 {"n_prompt_tokens", q.n_prompt}, {"n_cached_tokens", q.n_cached}, {"n_past", q.n_past},
+                                 {"n_decoded", q.n_generated}});
+        send_json(res, 200, slots);
+    }));
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
         std::string out;
         auto metric = [&](const char* name, const char* type, const char* help, double value) {
@@ -534,6 +552,20 @@ void Server::Impl::routes() {
         ModelRegistry* r = registry.load();
         metric("tinyllm_queue_depth", "gauge", "Requests waiting for a model.", r ? r->waiting() : 0);
         metric("tinyllm_requests_processing", "gauge", "Requests on a model now.", r ? r->running() : 0);
+        llm::ServingStats kv;  // the parallel sessions' sequences and KV pools, all loaded models
+        if (r)
+            for (const auto& [name, st] : r->serving_stats()) {
+                kv.running += st.running, kv.waiting += st.waiting, kv.blocks_used += st.blocks_used;
+                kv.blocks_cached += st.blocks_cached, kv.blocks_free += st.blocks_free, kv.prefix_hit_tokens += st.prefix_hit_tokens;
+            }
+        metric("tinyllm_sequences_running", "gauge", "Sequences in a batch now.", kv.running);
+        metric("tinyllm_sequences_waiting", "gauge", "Sequences waiting for a place in a batch (KV blocks).", kv.waiting);
+        metric("tinyllm_kv_blocks_used", "gauge", "KV pool blocks held by sequences.", kv.blocks_used);
+        metric("tinyllm_kv_blocks_cached", "gauge", "KV pool blocks no sequence holds, kept for their prefix.", kv.blocks_cached);
+        metric("tinyllm_kv_blocks_free", "gauge", "KV pool blocks free.", kv.blocks_free);
+        metric("tinyllm_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", double(kv.prefix_hit_tokens));
+        out += m.ttft.text("tinyllm_time_to_first_token_seconds", "From a request's turn to its first token.");
+        out += m.itl.text("tinyllm_inter_token_latency_seconds", "Between consecutive tokens of a reply.");
         res.set_content(out, "text/plain; version=0.0.4");
     });
 }

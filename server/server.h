@@ -29,7 +29,8 @@ struct ServerOptions {
     std::string api_key;         // "": no authentication
     std::string cors_origin;     // "": no CORS headers, cross-origin requests refused; "*" or an origin
     std::vector<std::string> allowed_hosts;  // Host names accepted besides loopback ones (--allow-host)
-    int queue_size = 64;         // requests that may wait behind a model's running one; more get 503
+    int queue_size = 64;         // requests that may wait behind a model's running ones; more get 503
+    int parallel = 1;            // requests a model runs at once at most (its session's max_parallel())
     std::string model_name;      // "": the session's model name (one attached session)
     bool log_requests = true;    // one line per request on stderr
     size_t max_body = 32 << 20;  // request body bytes, however framed; more get 413

@@ -110,6 +110,8 @@ struct Outcome {
     std::string stop_string;    // the stop string that ended the reply, when one did
     bool client_gone = false;
     bool interrupted = false;   // cut short by interrupted() (server shutdown): finish_reason length
+    double ttft_ms = -1;                // from the request's turn to its first token (-1: none)
+    std::vector<float> token_gaps_ms;  // between consecutive tokens
 };
 
 // How far the prompt's prefill is (llama-server's prompt_progress).
@@ -202,10 +204,11 @@ EmbedJob parse_embeddings_request(const json& body, const llm::Session& session,
 std::vector<std::vector<float>> run_embeddings(llm::Session& session, const EmbedJob& job, llm::Pooling pooling);
 json embeddings_response(const EmbedJob& job, const std::vector<std::vector<float>>& vectors, double ms);
 
-// Requests wait in arrival order for one model instance; at most `max_waiting` may wait.
+// Requests wait in arrival order for one model instance, which runs up to n_running of them at once
+// (its session's max_parallel()); at most `max_waiting` may wait.
 class RequestQueue {
 public:
-    explicit RequestQueue(int max_waiting) : max_waiting_(max_waiting) {}
+    explicit RequestQueue(int max_waiting, int n_running = 1) : max_waiting_(max_waiting), n_running_(n_running) {}
     class Ticket {
     public:
         Ticket(RequestQueue& queue, uint64_t number) : queue_(queue), number_(number) {}
@@ -220,15 +223,18 @@ public:
         uint64_t number_;
     };
     std::unique_ptr<Ticket> enter();  // nullptr when the queue is full
-    int waiting() const;              // requests queued behind the running one
+    void set_running(int n);          // how many run at once (a model's session decides, once loaded)
+    int waiting() const;              // requests queued behind the running ones
+    int running() const;
     bool busy() const;
 
 private:
     mutable std::mutex mutex_;
     std::condition_variable turn_;
-    std::deque<uint64_t> line_;  // ticket numbers; the front one holds the model
+    std::deque<uint64_t> line_;  // ticket numbers; the first n_running_ hold the model
     uint64_t next_ = 0;
     int max_waiting_;
+    int n_running_;
 };
 
 // At most `n` holders at once (requests rendering and tokenizing their prompts); the others wait,
@@ -253,6 +259,21 @@ private:
     std::mutex mutex_;
     std::condition_variable freed_;
     int free_;
+};
+
+// A Prometheus histogram (metrics.cpp): counts of observations per upper bound, their sum and count.
+class Histogram {
+public:
+    explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+    void add(double value);
+    // The exposition text: # HELP, # TYPE, name_bucket{le="..."} (cumulative, then +Inf), name_sum, name_count.
+    std::string text(const char* name, const char* help) const;
+
+private:
+    std::vector<double> bounds_;
+    std::vector<uint64_t> counts_;  // per bound, the last past every bound
+    double sum_ = 0;
+    uint64_t count_ = 0;
 };
 
 // Notices when an HTTP client has gone away, by peeking at its connection's socket (found from the

@@ -17,7 +17,8 @@ namespace cli {
 namespace {
 
 constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]
-                     [--cors ORIGIN] [--allow-host H] [--max-context N] [--queue N] [--max-body BYTES]
+                     [--cors ORIGIN] [--allow-host H] [--max-context N] [--parallel N] [--ctx-size N]
+                     [--queue N] [--max-body BYTES]
                      [--shutdown-timeout S] [--device NAME] [--threads N]
                      [--chat-template FILE] [--pooling mean|cls|last]
                      [--models-dir DIR] [--models-max N] [--idle-unload SECONDS] [--allow-pull]
@@ -33,8 +34,14 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
   --cors ORIGIN    allow browser pages from ORIGIN ("*": any) to call the API; without it,
                    cross-origin requests are refused
   --allow-host H   accept 'Host: H' too (bound to loopback, only loopback Host names are accepted)
-  --max-context N  context length in tokens (default: the model's, capped at 4096)
-  --queue N        requests that may wait for each model (default 64); more get 503
+  --max-context N  context length of one request in tokens (default: the model's, up to 32768;
+                   4096 for a model that runs one request at a time)
+  --parallel N     requests a model runs at once, decoded together in one batch (default 4);
+                   MLA and recurrent architectures run one at a time
+  --ctx-size N     the KV pool the parallel requests share, in tokens (default: 4 x the context,
+                   or parallel x the context if more, within half of the available memory);
+                   what no request holds stays cached for prompts that start the same way
+  --queue N        requests that may wait for each model (default 64); more get 503 with Retry-After
   --max-body BYTES largest request body (default 33554432); more get 413
   --shutdown-timeout S  SIGTERM/SIGINT: seconds running requests get to end (default 10)
   --device NAME    CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)
@@ -80,6 +87,9 @@ int cmd_serve(const std::vector<std::string>& argv) {
         args.usage_error("--shutdown-timeout needs a number of seconds, not " + std::to_string(options.shutdown_timeout_s));
     session_options.n_ctx = parse_int(args, "--max-context", 0);
     options.queue_size = parse_int(args, "--queue", 64);
+    session_options.parallel = options.parallel = parse_int(args, "--parallel", 4);
+    session_options.pool_tokens = parse_int(args, "--ctx-size", 0);
+    if (options.parallel < 1 || options.parallel > 64) args.usage_error("--parallel needs 1 to 64, not " + std::to_string(options.parallel));
     session_options.device = device_flag(args);
     if (const int n_threads = parse_int(args, "--threads", 0); n_threads > 0)
         setenv("TINYLLM_THREADS", std::to_string(n_threads).c_str(), 1);  // read when the CPU device starts
@@ -130,8 +140,15 @@ int cmd_serve(const std::vector<std::string>& argv) {
         throw;
     }
     const llm::ModelInfo& info = session->info();
-    std::printf("tinyllm serving %s (%s, context %d) at http://%s:%d\n", info.name.c_str(), info.architecture.c_str(),
-                info.n_ctx, options.host.c_str(), port);
+    const llm::ServingStats st = session->serving_stats();
+    std::string batch = " · one request at a time";
+    if (session->max_parallel() > 1) {
+        const int64_t pool = int64_t(st.blocks_used + st.blocks_cached + st.blocks_free) * st.block_size;
+        batch = " · " + std::to_string(session->max_parallel()) + " requests at once, KV pool " + std::to_string(pool) + " tokens (" +
+                std::to_string(st.pool_bytes >> 20) + " MiB)";
+    }
+    std::printf("tinyllm serving %s (%s, context %d%s) at http://%s:%d\n", info.name.c_str(), info.architecture.c_str(),
+                info.n_ctx, batch.c_str(), options.host.c_str(), port);
     std::fflush(stdout);
     loop.join();
     server::await_signal_shutdown();
