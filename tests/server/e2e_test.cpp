@@ -14,6 +14,7 @@
 #include <memory>
 #include <poll.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using nlohmann::json;
@@ -214,4 +215,112 @@ TEST_CASE("e2e: run, chat and the server print the same text for the same prompt
     const std::string answer = json::parse(res->body)["choices"][0]["message"]["content"];
     CHECK(text_of(run_chat) == answer + "\n");
     CHECK(text_of(chat) == answer + "\n");
+}
+
+namespace {
+
+// `tinyllm serve` on stories260K with --parallel 4, and what its replies and metrics say.
+struct ParallelServer {
+    Child child;
+    std::unique_ptr<httplib::Client> client;
+    int port = 0;
+    ParallelServer()
+        : child({tinyllm_bin(), "serve", "--model", test_data::builtin_model(), "--port", "0", "--parallel", "4", "--queue", "64"}) {
+        std::string banner = child.read([&](const std::string& t) { return listening_port(t) > 0; });
+        INFO(banner);
+        port = listening_port(banner);
+        REQUIRE(port > 0);
+        CHECK(banner.find("4 requests at once") != std::string::npos);
+        client = std::make_unique<httplib::Client>("127.0.0.1", port);
+        client->set_read_timeout(120, 0);
+    }
+    // A streamed completion's text; hang_up_after > 0 closes the connection after that many chunks.
+    std::string stream(const json& body, int hang_up_after = 0) {
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(120, 0);
+        json b = body;
+        b["stream"] = true;
+        std::string raw;
+        int chunks = 0;
+        httplib::Request req;
+        req.method = "POST", req.path = "/v1/completions", req.body = b.dump();
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+            raw.append(data, n);
+            return hang_up_after == 0 || ++chunks < hang_up_after;
+        };
+        c.send(req);
+        std::string text;
+        for (size_t pos = 0; (pos = raw.find("data: {", pos)) != std::string::npos; pos++)
+            text += json::parse(raw.substr(pos + 6, raw.find("\n\n", pos) - pos - 6))["choices"][0]["text"].get<std::string>();
+        return text;
+    }
+    double metric(const std::string& name) {
+        auto res = client->Get("/metrics");
+        REQUIRE(res);
+        size_t at = res->body.find("\n" + name + " ");
+        REQUIRE(at != std::string::npos);
+        return std::atof(res->body.c_str() + at + name.size() + 2);
+    }
+    // Waits (up to 10 s) until no sequence runs or waits and no block is held.
+    bool settles() {
+        for (int i = 0; i < 200; i++) {
+            if (metric("tinyllm_sequences_running") == 0 && metric("tinyllm_sequences_waiting") == 0 && metric("tinyllm_kv_blocks_used") == 0)
+                return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return false;
+    }
+};
+
+const char* const STORY_PROMPTS[] = {"Once upon a time", "The little dog", "Lily and Tom went to the park. They", "One day, a bird",
+                                      "Sam had a red ball", "The sun was hot and", "Mom said", "There was a big tree in the garden. It"};
+
+json story_body(size_t i) {  // greedy for even i, a seeded draw for odd ones
+    json b = {{"prompt", STORY_PROMPTS[i % std::size(STORY_PROMPTS)]}, {"max_tokens", 40 + int(i % 3) * 8}, {"temperature", 0}};
+    if (i % 2) b["temperature"] = 0.8, b["seed"] = int(100 + i);
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("e2e: eight streaming requests at once through serve --parallel 4 each get their solo text, and leave nothing held") {
+    if (!tinyllm_built()) return;
+    ParallelServer s;
+    std::vector<std::string> solo;
+    for (size_t i = 0; i < 8; i++) solo.push_back(s.stream(story_body(i)));
+    std::vector<std::string> together(8);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < 8; i++) threads.emplace_back([&, i] { together[i] = s.stream(story_body(i)); });
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < 8; i++) {
+        INFO("request " << i << ": " << story_body(i).dump());
+        CHECK(!solo[i].empty());
+        CHECK(together[i] == solo[i]);
+    }
+    CHECK(s.settles());
+    auto slots = s.client->Get("/slots");
+    REQUIRE(slots);
+    CHECK(json::parse(slots->body) == json::array());
+    CHECK(s.metric("tinyllm_time_to_first_token_seconds_count") == 16);
+}
+
+TEST_CASE("e2e: clients hanging up mid-stream beside others: the others get their solo text, every sequence and block is freed") {
+    if (!tinyllm_built()) return;
+    ParallelServer s;
+    std::vector<std::string> solo;
+    for (size_t i = 0; i < 8; i++) solo.push_back(s.stream(story_body(i)));
+    std::vector<std::string> got(24);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < 24; i++)  // every third hangs up after a few chunks, while it waits, prefills or decodes
+        threads.emplace_back([&, i] { got[i] = s.stream(story_body(i % 8), i % 3 == 0 ? int(1 + i % 5) : 0); });
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < 24; i++)
+        if (i % 3 != 0) {
+            INFO("request " << i);
+            CHECK(got[i] == solo[i % 8]);
+        }
+    CHECK(s.settles());
+    CHECK(s.metric("tinyllm_queue_depth") == 0);
+    CHECK(s.metric("tinyllm_requests_processing") == 0);
 }
