@@ -3,6 +3,9 @@
 #include "server/server_impl.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace server {
 
@@ -76,6 +79,66 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
     outcome.stop_string = reply.stop_string();
     outcome.finish_reason = outcome.client_gone ? "" : cut ? "length" : n_tool_calls > 0 ? "tool_calls" : "stop";
     return outcome;
+}
+
+std::vector<Job> choice_jobs(const Job& job) {
+    std::vector<Job> jobs(size_t(job.n_choices), job);
+    for (int i = 0; i < job.n_choices; i++) {
+        jobs[size_t(i)].choice_index = i;
+        jobs[size_t(i)].generate.sampling.seed += uint64_t(i);  // the same seed would draw the same reply
+    }
+    return jobs;
+}
+
+std::vector<Outcome> generate_choices(llm::Session& session, const std::vector<Job>& choices,
+                                      const std::function<bool(int, Delta&&)>& on_delta, const std::function<bool()>& client_gone,
+                                      const std::function<bool()>& interrupted) {
+    const int n = int(choices.size());
+    std::vector<Outcome> out(static_cast<size_t>(n));
+    auto run = [&](int i, const std::function<void(const Progress&)>& on_prefill) {
+        out[size_t(i)] = generate_reply(session, choices[size_t(i)], [&, i](Delta&& d) { return on_delta(i, std::move(d)); }, client_gone,
+                                        interrupted, on_prefill);
+    };
+    if (session.max_parallel() <= 1) {
+        for (int i = 0; i < n; i++) run(i, {});
+        return out;
+    }
+    std::mutex mutex;
+    std::condition_variable prefilled_cv;
+    bool prefilled = false;
+    auto signal = [&] {
+        std::lock_guard lock(mutex);
+        prefilled = true;
+        prefilled_cv.notify_all();
+    };
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] {
+        try {
+            run(0, [&](const Progress& p) {
+                if (p.n_processed == p.n_total) signal();
+            });
+        } catch (...) {
+            errors[0] = std::current_exception();
+        }
+        signal();
+    });
+    {
+        std::unique_lock lock(mutex);
+        prefilled_cv.wait(lock, [&] { return prefilled; });
+    }
+    for (int i = 1; i < n; i++)
+        threads.emplace_back([&, i] {
+            try {
+                run(i, {});
+            } catch (...) {
+                errors[size_t(i)] = std::current_exception();
+            }
+        });
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+    return out;
 }
 
 }  // namespace server

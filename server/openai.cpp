@@ -62,12 +62,14 @@ bool boolean(const json& body, const char* key, bool fallback) {
 
 namespace {
 
+constexpr int MAX_CHOICES = 16;
+
 // Fields every generation request shares: stream, sampling, stop, max_tokens.
 void parse_common(const json& body, const llm::Session& session, Job& job) {
     job.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (present(body, "model") && !body["model"].is_string()) throw invalid("model", "must be a string");
     if (present(body, "model")) job.model = body["model"].get<std::string>();
-    if (integer(body, "n", 1, 1 << 20, 1) != 1) throw invalid("n", "must be 1: several choices per request are not supported");
+    job.n_choices = int(integer(body, "n", 1, MAX_CHOICES, 1));
     job.stream = boolean(body, "stream", false);
     job.return_progress = boolean(body, "return_progress", false);
     if (present(body, "stream_options")) {

@@ -10,10 +10,6 @@ const char* object_name(const Job& job, bool chunk) {
     return chunk ? "chat.completion.chunk" : "chat.completion";
 }
 
-json envelope(const Job& job, bool chunk) {
-    return {{"id", job.id}, {"object", object_name(job, chunk)}, {"created", job.created}, {"model", job.model},
-            {"system_fingerprint", "tinyllm"}};
-}
 
 json token_json(const std::string& token, float logprob) {
     json bytes = json::array();
@@ -58,6 +54,11 @@ json tool_calls_json(const std::vector<llm::ToolCall>& calls) {
 
 }  // namespace
 
+json envelope(const Job& job, bool chunk) {
+    return {{"id", job.id}, {"object", object_name(job, chunk)}, {"created", job.created}, {"model", job.model},
+            {"system_fingerprint", "tinyllm"}};
+}
+
 json usage_json(const Outcome& outcome) {
     const auto& r = outcome.result;
     const int n_completion = int(r.ids.size());
@@ -79,7 +80,7 @@ json timings_json(const Outcome& outcome) {
 
 json StreamFormatter::chunk(json delta_or_text, json logprobs, json finish_reason) const {
     json c = envelope(job_, true);
-    json choice = {{"index", 0}};
+    json choice = {{"index", job_.choice_index}};
     choice[job_.endpoint == Endpoint::CHAT ? "delta" : "text"] = std::move(delta_or_text);
     choice["logprobs"] = std::move(logprobs);
     choice["finish_reason"] = std::move(finish_reason);
@@ -131,7 +132,7 @@ std::vector<json> StreamFormatter::finish(const Outcome& outcome) {
 
 json whole_response(const Job& job, const Delta& reply, const Outcome& outcome) {
     json r = envelope(job, false);
-    json choice = {{"index", 0}};
+    json choice = {{"index", job.choice_index}};
     size_t text_offset = 0;
     json logprobs = nullptr;
     if (job.logprobs)

@@ -159,6 +159,8 @@ struct Server::Impl {
     // streamed. The lease keeps the model resident until the reply is sent.
     void run_job(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job,
                  std::shared_ptr<ReplyFormat> format);
+    // OpenAI's n > 1: the choices of one chat or completion request, whole or streamed.
+    void run_choices(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job);
     // Throws 503 when the model's queue is full or the server stops.
     std::shared_ptr<RequestQueue::Ticket> enter_queue(const Lease& model);
     // Parses a request through the prompt slots (rendering and tokenizing are bounded); nullptr when
@@ -186,7 +188,99 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
         return endpoint == Endpoint::CHAT ? parse_chat_request(body, m.session(), m.render_chat(), m.name())
                                           : parse_completion_request(body, m.session(), m.name());
     });
-    if (job) run_job(req, res, model, job, openai_format(*job));
+    if (job && job->n_choices > 1) run_choices(req, res, model, job);
+    else if (job) run_job(req, res, model, job, openai_format(*job));
+}
+
+void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job) {
+    llm::Session& s = model->session();
+    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue(model);
+    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
+    auto gone = [watch] { return watch->gone(); };
+    auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
+    auto cut_now = [this] { return cut(); };
+    auto jobs = std::make_shared<std::vector<Job>>(choice_jobs(*job));
+    auto summed_usage = [job](const std::vector<Outcome>& outs) {  // one prompt, every choice's completion
+        json u = usage_json(outs[0]);
+        int completion = 0;
+        for (const Outcome& o : outs) completion += int(o.result.ids.size());
+        u["completion_tokens"] = completion, u["total_tokens"] = u["prompt_tokens"].get<int>() + completion;
+        return u;
+    };
+
+    if (!job->stream) {
+        if (!ticket->wait_turn(gone_or_stopping)) {
+            if (!watch->gone()) throw ApiError(503, "[server] shutting down: the request was still queued", "", "shutting_down");
+            t_log_detail = " · client went away while queued";
+            return;
+        }
+        std::vector<Delta> replies(jobs->size());
+        std::mutex mutex;
+        const std::vector<Outcome> outs = generate_choices(s, *jobs, [&](int i, Delta&& d) {
+            std::lock_guard lock(mutex);
+            replies[size_t(i)].text.append(std::move(d.text));
+            for (auto& e : d.logprobs) replies[size_t(i)].logprobs.push_back(std::move(e));
+            return true;
+        }, gone, cut_now);
+        ticket.reset();
+        for (const Outcome& o : outs) count(o);
+        t_log_detail = generation_log(*job, outs[0]) + format(" · %zu choices", outs.size());
+        json r = whole_response((*jobs)[0], replies[0], outs[0]);
+        for (size_t i = 1; i < outs.size(); i++) r["choices"].push_back(whole_response((*jobs)[i], replies[i], outs[i])["choices"][0]);
+        r["usage"] = summed_usage(outs);
+        send_json(res, 200, r);
+        return;
+    }
+
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, model, job, jobs, ticket, watch, gone, gone_or_stopping, cut_now, summed_usage,
+                                                           &s](size_t, httplib::DataSink& sink) mutable {
+        std::mutex mutex;  // the choices' threads take turns on the sink
+        auto write = [&](const std::vector<json>& chunks) {
+            for (const json& c : chunks) {
+                const std::string piece = "data: " + dump(c) + "\n\n";
+                if (!sink.write(piece.data(), piece.size())) return false;
+            }
+            return true;
+        };
+        if (!ticket->wait_turn(gone_or_stopping)) {
+            if (watch->gone()) return false;
+            write({error_json(ApiError(503, "[server] shutting down: the request was still queued", "", "shutting_down"))});
+        } else {
+            std::vector<Job> quiet = *jobs;  // usage comes once, summed, after every choice's last chunk
+            for (Job& j : quiet) j.include_usage = false;
+            std::vector<StreamFormatter> formats;
+            for (const Job& j : quiet) formats.emplace_back(j);
+            for (StreamFormatter& f : formats) write(f.start());
+            try {
+                const std::vector<Outcome> outs = generate_choices(s, quiet, [&](int i, Delta&& d) {
+                    std::lock_guard lock(mutex);
+                    return write(formats[size_t(i)].on_delta(d));
+                }, gone, cut_now);
+                ticket.reset();
+                for (const Outcome& o : outs) count(o);
+                t_log_detail = generation_log(*job, outs[0]) + format(" · %zu choices", outs.size());
+                if (outs[0].client_gone) return false;
+                for (size_t i = 0; i < outs.size(); i++) write(formats[i].finish(outs[i]));
+                if (job->include_usage) {
+                    json u = envelope(*job, true);
+                    u["choices"] = json::array(), u["usage"] = summed_usage(outs);
+                    write({u});
+                }
+            } catch (const std::length_error& e) {
+                write({error_json(ApiError(400, std::string("[server] ") + e.what(), "messages", "context_length_exceeded"))});
+            } catch (const llm::GrammarError& e) {
+                write({error_json(ApiError(400, std::string("[server] ") + e.what(), "grammar"))});
+            } catch (const std::exception& e) {
+                write({error_json(ApiError(500, std::string("[server] generation failed: ") + e.what()))});
+            }
+        }
+        const std::string done = "data: [DONE]\n\n";
+        sink.write(done.data(), done.size());
+        ticket.reset();
+        sink.done();
+        return true;
+    });
 }
 
 std::shared_ptr<Job> Server::Impl::prepare(const httplib::Request& req, const Lease& model,

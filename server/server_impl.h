@@ -59,6 +59,8 @@ struct Job {
     std::vector<std::string> stop;
     llm::RouterOptions router;
     bool return_progress = false;  // llama-server's prompt-progress chunks while the prompt is prefilled
+    int n_choices = 1;             // OpenAI's n: that many replies to the one prompt
+    int choice_index = 0;          // which of them this Job makes (choices[].index)
 };
 
 constexpr int JSON_MAX_DEPTH = 256;
@@ -127,9 +129,19 @@ Outcome generate_reply(llm::Session& session, const Job& job, const std::functio
                        const std::function<bool()>& client_gone, const std::function<bool()>& interrupted = {},
                        const std::function<void(const Progress&)>& on_prefill = {});
 
+// n > 1: the request's choices, each as its own Job (choice_index i, the seed + i) through
+// generate_reply. On a parallel session they run at once, the first prefilling the prompt and the
+// others starting once its blocks are cached; on a serial one, one after the other. on_delta(i, ...)
+// comes from choice i's thread.
+std::vector<Outcome> generate_choices(llm::Session& session, const std::vector<Job>& choices,
+                                      const std::function<bool(int, Delta&&)>& on_delta, const std::function<bool()>& client_gone,
+                                      const std::function<bool()>& interrupted);
+std::vector<Job> choice_jobs(const Job& job);
+
 // Response bodies. Streams: the first chunk carries role "assistant", tool calls come as a header
 // delta (index, id, type, name) then an arguments delta, the last chunk has an empty delta and the
 // finish_reason, then (include_usage) a usage chunk with choices: [].
+json envelope(const Job& job, bool chunk);  // id, object, created, model, system_fingerprint
 json usage_json(const Outcome& outcome);
 json timings_json(const Outcome& outcome);  // llama-server's timings: prompt_n, prompt_ms, predicted_n, …, cache_n
 class StreamFormatter {

@@ -324,3 +324,52 @@ TEST_CASE("e2e: clients hanging up mid-stream beside others: the others get thei
     CHECK(s.metric("tinyllm_queue_depth") == 0);
     CHECK(s.metric("tinyllm_requests_processing") == 0);
 }
+
+TEST_CASE("e2e: n choices run side by side, sharing the prompt's cached blocks: choice i is the reply to seed + i") {
+    if (!tinyllm_built()) return;
+    ParallelServer s;
+    const std::string prompt = "Once upon a time, in a land far away, there lived a little girl named Lily who";
+    auto post = [&](const json& body) {
+        auto res = s.client->Post("/v1/completions", body.dump(), "application/json");
+        REQUIRE(res);
+        INFO(res->body);
+        REQUIRE(res->status == 200);
+        return json::parse(res->body);
+    };
+    std::vector<std::string> alone;
+    for (int i = 0; i < 3; i++)
+        alone.push_back(post({{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0.9}, {"seed", 40 + i}})["choices"][0]["text"]);
+    const double hits_before = s.metric("tinyllm_prefix_cache_hit_tokens_total");
+    json r = post({{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0.9}, {"seed", 40}, {"n", 3}});
+    REQUIRE(r["choices"].size() == 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK(r["choices"][i]["index"] == i);
+        CHECK(r["choices"][i]["text"] == alone[size_t(i)]);
+    }
+    const int n_prompt = r["usage"]["prompt_tokens"];
+    CHECK(r["usage"]["completion_tokens"] == 3 * 24);
+    CHECK(s.metric("tinyllm_prefix_cache_hit_tokens_total") - hits_before >= 3.0 * ((n_prompt - 1) / 16 * 16));  // all three, cached from the solo runs or from choice 0
+
+    // streamed: the same texts, by index, one [DONE], usage once and summed
+    auto res = s.client->Post("/v1/completions",
+                              json{{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0.9}, {"seed", 40}, {"n", 3}, {"stream", true},
+                                   {"stream_options", {{"include_usage", true}}}}.dump(),
+                              "application/json");
+    REQUIRE(res);
+    std::vector<std::string> streamed(3);
+    int usage_chunks = 0;
+    for (size_t pos = 0; (pos = res->body.find("data: {", pos)) != std::string::npos; pos++) {
+        json c = json::parse(res->body.substr(pos + 6, res->body.find("\n\n", pos) - pos - 6));
+        for (const json& ch : c["choices"]) streamed[ch["index"].get<size_t>()] += ch["text"].get<std::string>();
+        if (c.contains("usage") && !c["usage"].is_null()) {
+            usage_chunks++;
+            CHECK(c["usage"]["completion_tokens"] == 3 * 24);
+        }
+    }
+    for (int i = 0; i < 3; i++) CHECK(streamed[size_t(i)] == alone[size_t(i)]);
+    CHECK(usage_chunks == 1);
+    size_t dones = 0;
+    for (size_t pos = 0; (pos = res->body.find("data: [DONE]", pos)) != std::string::npos; pos++) dones++;
+    CHECK(dones == 1);
+    CHECK(s.settles());
+}
