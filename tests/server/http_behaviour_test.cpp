@@ -66,10 +66,20 @@ TEST_CASE("http: malformed bodies get 400 and the server keeps answering") {
     s.post_json("/v1/chat/completions", chat("still there?"));
 }
 
-TEST_CASE("http: n > 1 is a clear 400 naming the field") {
+TEST_CASE("http: n choices on a one-at-a-time model run one after the other, each with its own seed; n > 16 is a 400") {
     LiveServer s;
+    s.session.reply_text = "Hello.";
     json body = chat("x");
-    body["n"] = 2;
+    body["n"] = 3, body["seed"] = 9, body["temperature"] = 0.5;
+    json r = s.post_json("/v1/chat/completions", body);
+    REQUIRE(r["choices"].size() == 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK(r["choices"][i]["index"] == i);
+        CHECK(r["choices"][i]["message"]["content"] == "Hello.");
+    }
+    REQUIRE(s.session.calls().size() == 3);
+    for (int i = 0; i < 3; i++) CHECK(s.session.calls()[size_t(i)].sampling.seed == uint64_t(9 + i));
+    body["n"] = 17;
     auto res = s.post("/v1/chat/completions", body);
     check_error(res, 400, "invalid_request_error");
     CHECK(json::parse(res->body)["error"]["param"] == "n");
