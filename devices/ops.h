@@ -95,6 +95,7 @@ struct PagedAttention {
     gguf::Type kv_type = gguf::Type::F32;  // F32 or F16, both pools
     int64_t window = 0;                  // > 0: the query at p sees keys p-window+1 .. p
     float scale = 1.0f;                  // logits = scale . q.k
+    int64_t v_pos_stride = 0, v_head_stride = 0;  // 0: v is (rows, Hkv, Dv); else MLA's latent, v inside k's rows
 };
 
 // Rows x (T, row) f32 into pool rows slot[t], converted to the pool's type (F32 or F16). The pool is

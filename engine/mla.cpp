@@ -52,4 +52,14 @@ Tensor attention_latent(const Tensor& q, const Tensor& cache, int value_dim, con
     return call.out(&A::out, {T, H, value_dim}, f32);
 }
 
+Tensor paged_attention_latent(const Tensor& q, const Tensor& pool, int value_dim, const Tensor& pos, const Tensor& seq,
+                              const Tensor& block_table, int block_size, double scale) {
+    if (q.ndim() != 3 || pool.ndim() != 3 || !same(pool.dim(2), q.dim(2)))
+        fail("paged_attention_latent", "expects q (T, H, Dk) and a pool (n_rows, Hkv, Dk), got " + shape_str(q.shape()) + ", " + shape_str(pool.shape()));
+    if (value_dim <= 0 || value_dim > q.dim(2).max()) fail("paged_attention_latent", "value_dim " + std::to_string(value_dim) + " outside the key size");
+    // paged_attention over the pool as keys, with the values its rows' first value_dim features
+    const Dim Dk = pool.dim(2), Hkv = pool.dim(1);
+    return paged_attention(q, pool, pool.slice(2, 0, value_dim), pos, seq, block_table, block_size, scale, 0, {}, Hkv * Dk, Dk);
+}
+
 }  // namespace engine

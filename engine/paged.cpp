@@ -44,7 +44,8 @@ Tensor kv_store(const Tensor& pool, const Tensor& x, const Tensor& slots) {
 }
 
 Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& pos, const Tensor& seq,
-                       const Tensor& block_table, int block_size, double scale, int window, const Tensor& sinks) {
+                       const Tensor& block_table, int block_size, double scale, int window, const Tensor& sinks,
+                       const Dim& v_pos_stride, const Dim& v_head_stride) {
     if (q.ndim() != 3 || k_pool.ndim() != 3 || v_pool.ndim() != 3) fail("paged_attention", "expects q (T, H, Dk), pools (n_rows, Hkv, D)");
     const Dim T = q.dim(0), H = q.dim(1), Dk = q.dim(2), Hkv = k_pool.dim(1), Dv = v_pool.dim(2), rows = k_pool.dim(0);
     if (!same(k_pool.dim(2), Dk) || !same(v_pool.dim(1), Hkv) || !same(v_pool.dim(0), rows))
@@ -65,7 +66,9 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_po
     call.args().scale = float(scale);
     call.args().BS = block_size;
     call.args().n_blocks = rows.value() / block_size;
-    call.in(&A::q, q.cast(f32)).in(&A::k, k_pool).in(&A::v, v_pool);
+    const bool latent = !(v_pos_stride.is_const() && v_pos_stride.value() == 0);
+    call.in(&A::q, q.cast(f32)).in(&A::k, k_pool).in(&A::v, latent ? k_pool : v_pool);  // latent: the values are in k's rows
+    if (latent) call.dim(&A::v_pos_stride, v_pos_stride).dim(&A::v_head_stride, v_head_stride);
     call.in(&A::pos, i32_vector(pos, T, "paged_attention", "pos")).in(&A::seq, i32_vector(seq, T, "paged_attention", "seq"));
     call.in(&A::block_table, block_table.cast(i32));
     if (sinks.defined()) call.in(&A::sinks, sinks.cast(f32));

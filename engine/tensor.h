@@ -352,9 +352,15 @@ Tensor kv_store(const Tensor& pool, const Tensor& x, const Tensor& slots);
 // Causal attention of a mixed batch (hot op): q (T, H, Dk), token t at position pos[t] of sequence
 // seq[t] (i32 (T) each) sees that sequence's keys 0..pos[t] through block_table (S, MB) i32 in the pools
 // k (n_blocks * block_size, Hkv, Dk), v (.., Hkv, Dv), f32 or f16. Scale, window and sinks as attention().
-// Returns (T, H, Dv) f32.
+// Returns (T, H, Dv) f32. Nonzero v strides read the values inside k_pool's rows instead (v_pool then
+// only gives Dv): what paged_attention_latent does.
 Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& pos, const Tensor& seq,
-                       const Tensor& block_table, int block_size, double scale, int window = 0, const Tensor& sinks = {});
+                       const Tensor& block_table, int block_size, double scale, int window = 0, const Tensor& sinks = {},
+                       const Dim& v_pos_stride = 0, const Dim& v_head_stride = 0);
+// attention_latent through block tables: MLA's pool (n_rows, 1, R + Dr) holds each token's latent (the
+// values, its first value_dim = R features) and rotated key part.
+Tensor paged_attention_latent(const Tensor& q, const Tensor& pool, int value_dim, const Tensor& pos, const Tensor& seq,
+                              const Tensor& block_table, int block_size, double scale);
 
 // Mixture of experts (engine/experts.cpp), like ggml's mul_mat_id.
 // Indices (i32) of the k largest values along the last axis, in llama.cpp's order: its top-k is the

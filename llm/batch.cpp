@@ -31,13 +31,13 @@ BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(mod
     const int n_blocks = o.n_blocks > 0 ? o.n_blocks : o.max_seqs * blocks_per_seq_;
     pool_ = model.new_kv_pool(n_blocks, o.block_size, o.kv_f16 ? engine::f16 : engine::f32);
     std::vector<Tensor> zeroed;  // a row nobody wrote is read by nobody, but keep the pool free of NaN bits
-    for (size_t il = 0; il < pool_.k.size(); il++) {
-        zeroed.push_back(pool_.k[il].assign(Tensor::zeros(pool_.k[il].shape(), pool_.k[il].dtype())));
-        zeroed.push_back(pool_.v[il].assign(Tensor::zeros(pool_.v[il].shape(), pool_.v[il].dtype())));
-    }
+    for (auto* pools : {&pool_.k, &pool_.v})
+        for (Tensor& t : *pools)
+            if (t.defined()) {
+                zeroed.push_back(t.assign(Tensor::zeros(t.shape(), t.dtype())));
+                pool_bytes_ += int64_t(t.dtype().nbytes(t.numel().value()));
+            }
     engine::realize(zeroed);
-    for (const auto* pools : {&pool_.k, &pool_.v})
-        for (const Tensor& t : *pools) pool_bytes_ += int64_t(t.dtype().nbytes(t.numel().value()));
     blocks_.resize(size_t(n_blocks));
     for (int32_t b = n_blocks - 1; b >= 0; b--) free_blocks_.push_back(b);
     for (int r = o.max_seqs - 1; r >= 0; r--) free_rows_.push_back(r);

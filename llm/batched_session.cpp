@@ -62,7 +62,10 @@ int64_t available_bytes() {
 // The pool's default size: every sequence its whole context, and at least four contexts (a prefix
 // cache needs room beyond the running sequences), within half of the memory available.
 int64_t default_pool_tokens(const ModelConfig& c, const SessionOptions& o, int n_ctx) {
-    const int64_t per_token = int64_t(c.n_layer) * c.n_head_kv * (c.head_dim_k + c.head_dim_v) * (o.kv_f16 ? 2 : 4);
+    int64_t per_token = 0;
+    for (int il = 0; il < c.n_layer; il++)
+        per_token += (c.layer_kind[il] == LayerKind::MLA ? c.mla.kv_lora_rank + c.mla.rope_dim : c.n_head_kv * (c.head_dim_k + c.head_dim_v)) *
+                     (o.kv_f16 ? 2 : 4);
     const int64_t wanted = int64_t(std::max(o.parallel, 4)) * n_ctx, budget = available_bytes() / 2 / std::max<int64_t>(per_token, 1);
     return budget > 0 ? std::max<int64_t>(std::min(wanted, budget), n_ctx) : wanted;
 }

@@ -110,6 +110,9 @@ struct MlaWeights {
     static MlaWeights load(const WeightLoader& L, const ModelConfig& c, int il);
     void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;
     Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
+    // The same for a batch of sequences: each token's latent and key part into its row of `pool`
+    // (n_rows, 1, R + Dr).
+    Tensor forward_paged(const ModelConfig& c, const Tensor& x, const PagedBatch& b, const Tensor& pool) const;
 };
 
 // --- GatedDeltaNet (llm/gated_delta_net.cpp): qwen3next / qwen35 linear-attention layers ------------

@@ -82,13 +82,13 @@ Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, 
     return engine::linear(engine::rms_norm(x, output_norm, config_.rms_eps), output);  // (n_out, V)
 }
 
-// Batches of sequences run attention layers only for now: MLA's latent cache and the recurrent
-// mixers' per-sequence state have no paged form yet.
+// Batches of sequences run attention and MLA layers: the recurrent mixers' per-sequence state has no
+// paged form yet.
 std::string Model::batch_refusal() const {
     for (int il = 0; il < config_.n_layer; il++)
-        if (config_.layer_kind[il] != LayerKind::ATTENTION)
+        if (config_.layer_kind[il] != LayerKind::ATTENTION && config_.layer_kind[il] != LayerKind::MLA)
             return "architecture '" + config_.arch + "' has " + layer_kind_name(config_.layer_kind[il]) +
-                   " layers; only attention layers run in batches of sequences so far";
+                   " layers; only attention and MLA layers run in batches of sequences so far";
     return "";
 }
 
@@ -105,6 +105,11 @@ KvPool Model::new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) 
     p.n_blocks = n_blocks, p.block_size = block_size;
     const int64_t rows = int64_t(n_blocks) * block_size;
     for (int il = 0; il < config_.n_layer; il++) {
+        if (config_.layer_kind[il] == LayerKind::MLA) {  // one row per token: the latent, then the rotated key part
+            p.k.push_back(Tensor::empty({rows, 1, config_.mla.kv_lora_rank + config_.mla.rope_dim}, kv_dtype));
+            p.v.emplace_back();
+            continue;
+        }
         p.k.push_back(Tensor::empty({rows, config_.n_head_kv, config_.head_dim_k}, kv_dtype));
         p.v.push_back(Tensor::empty({rows, config_.n_head_kv, config_.head_dim_v}, kv_dtype));
     }
@@ -118,8 +123,9 @@ Tensor Model::forward_batch(const Tensor& tokens, const PagedBatch& b, const Ten
     Tensor x = engine::embedding(token_embd, tokens);  // (T, D)
     for (int il = 0; il < c.n_layer; il++) {
         const Layer& l = layers[il];
-        const auto& attn = std::get<AttentionWeights>(l.mixer);
-        Tensor h = x + attn.forward_paged(c, engine::rms_norm(x, l.attn_norm, c.rms_eps), b, pool.k[il], pool.v[il]);
+        const Tensor xn = engine::rms_norm(x, l.attn_norm, c.rms_eps);
+        Tensor h = x + (std::holds_alternative<MlaWeights>(l.mixer) ? std::get<MlaWeights>(l.mixer).forward_paged(c, xn, b, pool.k[il])
+                                                                    : std::get<AttentionWeights>(l.mixer).forward_paged(c, xn, b, pool.k[il], pool.v[il]));
         x = h + feed_forward(l.ffn, c, engine::rms_norm(h, l.ffn_norm, c.rms_eps));
     }
     const Dim R = logit_rows.dim(0), D = x.dim(1);

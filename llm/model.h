@@ -22,7 +22,8 @@ struct State {
 // Keys and values of many sequences (llm/batch.h hands out its blocks): per layer one pool of
 // n_blocks * block_size rows that every sequence's block table points into.
 struct KvPool {
-    std::vector<Tensor> k, v;  // per layer: (n_blocks * block_size, Hkv, Dk), (.., Hkv, Dv) f16/f32
+    std::vector<Tensor> k, v;  // per layer: (n_blocks * block_size, Hkv, Dk), (.., Hkv, Dv) f16/f32; an MLA
+                               // layer's k is (.., 1, R + Dr) and its v is unset
     int n_blocks = 0, block_size = 0;
 };
 

@@ -76,7 +76,8 @@ void attention(Device& dev, const Attention& a) {
 // The same kernels as attention, reading keys through the block table.
 void paged_attention(Device& dev, const PagedAttention& a) {
     ::cpu_kernels::Attention at = kernel_view(a);
-    at.v_pos_stride = a.Hkv * a.Dv, at.v_head_stride = a.Dv;
+    at.v_pos_stride = a.v_pos_stride ? a.v_pos_stride : a.Hkv * a.Dv;
+    at.v_head_stride = a.v_head_stride ? a.v_head_stride : a.Dv;
     at.pos = a.pos, at.seq = a.seq, at.block_table = a.block_table;
     at.n_seqs = a.S, at.blocks_per_seq = a.MB, at.block_size = a.BS, at.n_blocks = a.n_blocks;
     run_attention(dev, at);

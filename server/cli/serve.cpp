@@ -37,7 +37,7 @@ constexpr const char* USAGE = R"(usage: tinyllm serve [--model M] [--host 127.0.
   --max-context N  context length of one request in tokens (default: the model's, up to 32768;
                    4096 for a model that runs one request at a time)
   --parallel N     requests a model runs at once, decoded together in one batch (default 4);
-                   MLA and recurrent architectures run one at a time
+                   recurrent architectures (qwen3next, qwen35, kimi-linear) run one at a time
   --ctx-size N     the KV pool the parallel requests share, in tokens (default: 4 x the context,
                    or parallel x the context if more, within half of the available memory);
                    what no request holds stays cached for prompts that start the same way

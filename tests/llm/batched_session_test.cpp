@@ -103,7 +103,8 @@ TEST_CASE("parallel session: stories260K, four requests from four threads give e
 
 TEST_CASE("parallel session: every batchable golden architecture gives the lone ids in company (up to near ties)") {
     REQUIRE_SHARED_DATA();
-    for (const char* m : {"random-llama-q8_0", "random-qwen2-f16", "random-qwen3-f16", "random-qwen3moe-q8_0", "random-olmoe-f32"})
+    for (const char* m : {"random-llama-q8_0", "random-qwen2-f16", "random-qwen3-f16", "random-qwen3moe-q8_0", "random-olmoe-f32",
+                          "random-deepseek2-f32", "random-glm4moe-q8_0"})
         check_same_company(test_data::shared(std::string("models/") + m + ".gguf"));
 }
 
@@ -184,9 +185,9 @@ TEST_CASE("parallel session: a prompt longer than the context is refused as by t
     CHECK_THROWS_AS(s->generate({}, greedy(1)), std::invalid_argument);
 }
 
-TEST_CASE("parallel session: MLA and recurrent models fall back to one sequence at a time") {
+TEST_CASE("parallel session: recurrent models fall back to one sequence at a time") {
     REQUIRE_SHARED_DATA();
-    for (const char* m : {"random-deepseek2-f32", "random-qwen3next-f32"}) {
+    for (const char* m : {"random-kimi-linear-f32", "random-qwen3next-f32"}) {
         auto s = open(test_data::shared(std::string("models/") + m + ".gguf"), 4);
         CHECK(s->max_parallel() == 1);
     }
