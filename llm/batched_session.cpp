@@ -212,7 +212,13 @@ private:
         std::unique_lock lock(mu_);
         auto deadline = Clock::now();
         for (;;) {
-            for (Command& c : commands_) apply(c);
+            for (Command& c : commands_) {
+                try {
+                    apply(c);
+                } catch (...) {  // a command the runner refuses ends that request, never the scheduler
+                    if (c.box) c.box->error = std::current_exception();
+                }
+            }
             commands_.clear();
             snapshot();
             if (stop_) {
