@@ -108,7 +108,7 @@ public:
         auto box = std::make_shared<Mailbox>();
         post({Command::DROP_CACHE, box});
         std::unique_lock lock(mu_);
-        ready_.wait(lock, [&] { return box->ready; });
+        ready_.wait(lock, [&] { return box->ready || box->error; });
     }
 
     std::vector<float> embed(const std::vector<int32_t>& tokens, Pooling pooling) override {
