@@ -159,6 +159,21 @@ struct Server::Impl {
     // streamed. The lease keeps the model resident until the reply is sent.
     void run_job(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job,
                  std::shared_ptr<ReplyFormat> format);
+    // A request's place in its model's queue, and what ends it early: its client leaving, the server
+    // stopping (queued requests) or cutting running replies short.
+    struct Turn {
+        std::shared_ptr<RequestQueue::Ticket> ticket;
+        std::shared_ptr<ClientWatch> watch;
+        std::function<bool()> gone, gone_or_stopping, cut_now;
+    };
+    // Throws 503 when the model's queue is full or the server stops.
+    Turn take_turn(const httplib::Request& req, const Lease& model) {
+        Turn t{enter_queue(model), std::make_shared<ClientWatch>(req.remote_port, req.local_port), {}, {}, {}};
+        t.gone = [watch = t.watch] { return watch->gone(); };
+        t.gone_or_stopping = [this, watch = t.watch] { return stopping || watch->gone(); };
+        t.cut_now = [this] { return cut(); };
+        return t;
+    }
     // OpenAI's n > 1: the choices of one chat or completion request, whole or streamed.
     void run_choices(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job);
     // Throws 503 when the model's queue is full or the server stops.
@@ -194,11 +209,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
 
 void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job) {
     llm::Session& s = model->session();
-    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue(model);
-    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
-    auto gone = [watch] { return watch->gone(); };
-    auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
-    auto cut_now = [this] { return cut(); };
+    Turn turn = take_turn(req, model);
     auto jobs = std::make_shared<std::vector<Job>>(choice_jobs(*job));
     auto summed_usage = [job](const std::vector<Outcome>& outs) {  // one prompt, every choice's completion
         json u = usage_json(outs[0]);
@@ -209,8 +220,8 @@ void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& r
     };
 
     if (!job->stream) {
-        if (!ticket->wait_turn(gone_or_stopping)) {
-            if (!watch->gone()) throw ApiError(503, "[server] shutting down: the request was still queued", "", "shutting_down");
+        if (!turn.ticket->wait_turn(turn.gone_or_stopping)) {
+            if (!turn.watch->gone()) throw ApiError(503, "[server] shutting down: the request was still queued", "", "shutting_down");
             t_log_detail = " · client went away while queued";
             return;
         }
@@ -221,8 +232,8 @@ void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& r
             replies[size_t(i)].text.append(std::move(d.text));
             for (auto& e : d.logprobs) replies[size_t(i)].logprobs.push_back(std::move(e));
             return true;
-        }, gone, cut_now);
-        ticket.reset();
+        }, turn.gone, turn.cut_now);
+        turn.ticket.reset();
         for (const Outcome& o : outs) count(o);
         t_log_detail = generation_log(*job, outs[0]) + format(" · %zu choices", outs.size());
         json r = whole_response((*jobs)[0], replies[0], outs[0]);
@@ -233,7 +244,7 @@ void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& r
     }
 
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, model, job, jobs, ticket, watch, gone, gone_or_stopping, cut_now, summed_usage,
+    res.set_chunked_content_provider("text/event-stream", [this, model, job, jobs, turn, summed_usage,
                                                            &s](size_t, httplib::DataSink& sink) mutable {
         std::mutex mutex;  // the choices' threads take turns on the sink
         auto write = [&](const std::vector<json>& chunks) {
@@ -243,8 +254,8 @@ void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& r
             }
             return true;
         };
-        if (!ticket->wait_turn(gone_or_stopping)) {
-            if (watch->gone()) return false;
+        if (!turn.ticket->wait_turn(turn.gone_or_stopping)) {
+            if (turn.watch->gone()) return false;
             write({error_json(ApiError(503, "[server] shutting down: the request was still queued", "", "shutting_down"))});
         } else {
             std::vector<Job> quiet = *jobs;  // usage comes once, summed, after every choice's last chunk
@@ -256,8 +267,8 @@ void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& r
                 const std::vector<Outcome> outs = generate_choices(s, quiet, [&](int i, Delta&& d) {
                     std::lock_guard lock(mutex);
                     return write(formats[size_t(i)].on_delta(d));
-                }, gone, cut_now);
-                ticket.reset();
+                }, turn.gone, turn.cut_now);
+                turn.ticket.reset();
                 for (const Outcome& o : outs) count(o);
                 t_log_detail = generation_log(*job, outs[0]) + format(" · %zu choices", outs.size());
                 if (outs[0].client_gone) return false;
@@ -277,7 +288,7 @@ void Server::Impl::run_choices(const httplib::Request& req, httplib::Response& r
         }
         const std::string done = "data: [DONE]\n\n";
         sink.write(done.data(), done.size());
-        ticket.reset();
+        turn.ticket.reset();
         sink.done();
         return true;
     });
@@ -318,16 +329,12 @@ std::shared_ptr<RequestQueue::Ticket> Server::Impl::enter_queue(const Lease& mod
 void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, const Lease& model, std::shared_ptr<Job> job,
                            std::shared_ptr<ReplyFormat> format) {
     llm::Session& s = model->session();
-    std::shared_ptr<RequestQueue::Ticket> ticket = enter_queue(model);
-    auto watch = std::make_shared<ClientWatch>(req.remote_port, req.local_port);
-    auto gone = [watch] { return watch->gone(); };
-    auto gone_or_stopping = [this, watch] { return stopping || watch->gone(); };
-    auto cut_now = [this] { return cut(); };
+    Turn turn = take_turn(req, model);
     const ApiError shutting_down(503, "[server] shutting down: the request was still queued", "", "shutting_down");
 
     if (!job->stream) {
-        if (!ticket->wait_turn(gone_or_stopping)) {
-            if (!watch->gone()) throw shutting_down;
+        if (!turn.ticket->wait_turn(turn.gone_or_stopping)) {
+            if (!turn.watch->gone()) throw shutting_down;
             t_log_detail = " · client went away while queued";
             return;
         }
@@ -336,8 +343,8 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
             reply.text.append(std::move(d.text));
             for (auto& e : d.logprobs) reply.logprobs.push_back(std::move(e));
             return true;
-        }, gone, cut_now);
-        ticket.reset();
+        }, turn.gone, turn.cut_now);
+        turn.ticket.reset();
         count(o);
         t_log_detail = generation_log(*job, o);
         send_json(res, 200, format->whole(reply, o));
@@ -345,7 +352,7 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
     }
 
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(format->stream_type(), [this, model, job, format, ticket, watch, gone, gone_or_stopping, cut_now,
+    res.set_chunked_content_provider(format->stream_type(), [this, model, job, format, turn,
                                                              shutting_down, &s](size_t, httplib::DataSink& sink) mutable {
         auto last_write = Clock::now();
         auto write = [&](const std::string& piece) {
@@ -353,8 +360,8 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
             last_write = Clock::now();
             return sink.write(piece.data(), piece.size());
         };
-        if (!ticket->wait_turn(gone_or_stopping)) {
-            if (watch->gone()) {
+        if (!turn.ticket->wait_turn(turn.gone_or_stopping)) {
+            if (turn.watch->gone()) {
                 t_log_detail = " · client went away while queued";
                 return false;
             }
@@ -370,8 +377,8 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
             if (ms_since(last_write) >= options.keep_alive_ms) write(format->keep_alive());
         };
         try {
-            Outcome o = generate_reply(s, *job, [&](Delta&& d) { return write(format->on_delta(d)); }, gone, cut_now, on_prefill);
-            ticket.reset();
+            Outcome o = generate_reply(s, *job, [&](Delta&& d) { return write(format->on_delta(d)); }, turn.gone, turn.cut_now, on_prefill);
+            turn.ticket.reset();
             count(o);
             t_log_detail = generation_log(*job, o);
             if (o.client_gone) return false;
@@ -383,7 +390,7 @@ void Server::Impl::run_job(const httplib::Request& req, httplib::Response& res, 
         } catch (const std::exception& e) {
             write(format->error(ApiError(500, std::string("[server] generation failed: ") + e.what())));
         }
-        ticket.reset();
+        turn.ticket.reset();
         sink.done();
         return true;
     });
