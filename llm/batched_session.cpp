@@ -3,7 +3,8 @@
 // caller the logits of its own sequence; the caller chooses its token (its own sampler, grammar,
 // logprobs and callbacks, as in the single-sequence session: TokenPicker) and hands it back. A step
 // waits briefly for the callers it just served, so the sequences keep decoding together; one that is
-// slow (a client reading slowly) is left for a later step instead of holding the others.
+// slow (a client reading slowly) is left for a later step, and not waited for again until it answers
+// in time.
 #include "llm/batch.h"
 #include "llm/session_impl.h"
 #include "llm/token_picker.h"
@@ -36,6 +37,7 @@ struct Mailbox {
     int max_tokens = 0;
     int id = -1;                    // the runner's sequence, once added
     bool ready = false;             // logits hold the distribution of its next token
+    Clock::time_point delivered;    // when they were handed over
     std::vector<float> logits;
     bool running = false;           // admitted into the batch
     int n_cached = 0, n_past = 0;   // prefix-cache hit, positions computed
@@ -245,6 +247,7 @@ private:
                 failure = std::current_exception();
             }
             lock.lock();
+            late_.insert(served_.begin(), served_.end());  // missed the wait: not waited for again until they answer
             served_.clear();
             if (failure) {  // every running sequence ends with the error
                 for (auto& [id, box] : boxes_)
@@ -256,8 +259,8 @@ private:
             for (const SeqLogits& l : out) {
                 Mailbox& box = *boxes_.at(l.id);
                 box.logits.assign(l.logits.begin(), l.logits.end());
-                box.ready = true;
-                served_.insert(l.id);
+                box.ready = true, box.delivered = Clock::now();
+                if (!late_.contains(l.id)) served_.insert(l.id);
             }
             for (auto& [id, box] : boxes_)
                 if (auto st = runner_->status(id)) box->running = st->running, box->n_cached = st->n_cached, box->n_past = st->n_past;
@@ -279,12 +282,13 @@ private:
             if (c.box->id < 0 || !boxes_.contains(c.box->id)) break;
             if (!runner_->push(c.box->id, c.token)) c.box->error = std::make_exception_ptr(std::logic_error("[batch] a sequence outran its reserved positions"));
             served_.erase(c.box->id);
+            if (Clock::now() - c.box->delivered <= STRAGGLER_WAIT) late_.erase(c.box->id);  // in time again
             break;
         case Command::FINISH:
             if (c.box->id < 0) break;
             runner_->finish(c.box->id);
             boxes_.erase(c.box->id);
-            served_.erase(c.box->id);
+            served_.erase(c.box->id), late_.erase(c.box->id);
             break;
         case Command::DROP_CACHE:
             runner_->drop_cache();
@@ -318,6 +322,8 @@ private:
     std::vector<Command> commands_;
     std::unordered_map<int, std::shared_ptr<Mailbox>> boxes_;  // running and waiting sequences by runner id
     std::set<int> served_;   // sequences the last step gave logits to that have not answered yet
+    std::set<int> late_;     // sequences that let a step start without them (a slow reader): not waited for
+                             // until they answer within STRAGGLER_WAIT again
     ServingStats stats_;
     bool stop_ = false;
     std::thread scheduler_;
