@@ -11,6 +11,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <poll.h>
 #include <sys/wait.h>
@@ -282,17 +283,29 @@ json story_body(size_t i) {  // greedy for even i, a seeded draw for odd ones
     return b;
 }
 
+// Each of the eight story requests alone, one after the other: what they must give in any company.
+std::vector<std::string> solo_stories(ParallelServer& s) {
+    std::vector<std::string> solo;
+    for (size_t i = 0; i < 8; i++) solo.push_back(s.stream(story_body(i)));
+    return solo;
+}
+
+// n streams at once, stream(i) on thread i; their texts.
+std::vector<std::string> at_once(size_t n, const std::function<std::string(size_t)>& stream) {
+    std::vector<std::string> out(n);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < n; i++) threads.emplace_back([&, i] { out[i] = stream(i); });
+    for (auto& t : threads) t.join();
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("e2e: eight streaming requests at once through serve --parallel 4 each get their solo text, and leave nothing held") {
     if (!tinyllm_built()) return;
     ParallelServer s;
-    std::vector<std::string> solo;
-    for (size_t i = 0; i < 8; i++) solo.push_back(s.stream(story_body(i)));
-    std::vector<std::string> together(8);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < 8; i++) threads.emplace_back([&, i] { together[i] = s.stream(story_body(i)); });
-    for (auto& t : threads) t.join();
+    const std::vector<std::string> solo = solo_stories(s);
+    const std::vector<std::string> together = at_once(8, [&](size_t i) { return s.stream(story_body(i)); });
     for (size_t i = 0; i < 8; i++) {
         INFO("request " << i << ": " << story_body(i).dump());
         CHECK(!solo[i].empty());
@@ -308,13 +321,9 @@ TEST_CASE("e2e: eight streaming requests at once through serve --parallel 4 each
 TEST_CASE("e2e: clients hanging up mid-stream beside others: the others get their solo text, every sequence and block is freed") {
     if (!tinyllm_built()) return;
     ParallelServer s;
-    std::vector<std::string> solo;
-    for (size_t i = 0; i < 8; i++) solo.push_back(s.stream(story_body(i)));
-    std::vector<std::string> got(24);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < 24; i++)  // every third hangs up after a few chunks, while it waits, prefills or decodes
-        threads.emplace_back([&, i] { got[i] = s.stream(story_body(i % 8), i % 3 == 0 ? int(1 + i % 5) : 0); });
-    for (auto& t : threads) t.join();
+    const std::vector<std::string> solo = solo_stories(s);
+    // every third hangs up after a few chunks, while it waits, prefills or decodes
+    const std::vector<std::string> got = at_once(24, [&](size_t i) { return s.stream(story_body(i % 8), i % 3 == 0 ? int(1 + i % 5) : 0); });
     for (size_t i = 0; i < 24; i++)
         if (i % 3 != 0) {
             INFO("request " << i);
