@@ -119,13 +119,7 @@ public:
     }
 
     GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt) override {
-        if (prompt.empty()) throw std::invalid_argument("[generate] the prompt is empty");
-        if (int64_t(prompt.size()) > info_.n_ctx)
-            throw std::length_error("[generate] the prompt has " + std::to_string(prompt.size()) +
-                                    " tokens, more than the context of " + std::to_string(info_.n_ctx));
-        for (int32_t id : prompt)
-            if (id < 0 || id >= info_.n_vocab)
-                throw std::invalid_argument("[generate] token id " + std::to_string(id) + " is outside the vocabulary");
+        check_prompt(prompt, info_);
         GenerateResult r;
         r.n_prompt = int(prompt.size());
         const int n_steps = opt.forced.empty() ? opt.max_tokens : std::min<int>(opt.max_tokens, int(opt.forced.size()));
