@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -34,6 +35,13 @@ std::string repo_of_folder(const std::string& name) {
     size_t sep = rest.find("--");
     if (sep == std::string::npos) return "";
     return rest.substr(0, sep) + "/" + rest.substr(sep + 2);
+}
+
+// A name beside `p` no other writer uses (other processes and other threads of this one), for
+// writing a file whole and renaming it into place.
+fs::path private_twin(const fs::path& p) {
+    static std::atomic<uint64_t> counter{0};
+    return p.string() + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
 uint64_t file_size_or_zero(const fs::path& p) {
@@ -88,9 +96,9 @@ void write_ref(const Settings& settings, const std::string& repo, const std::str
     if (revision == commit) return;  // a pinned commit needs no ref
     fs::path ref = repo_dir(settings, repo) / "refs" / revision;
     fs::create_directories(ref.parent_path());
-    fs::path tmp = ref.string() + ".tmp" + std::to_string(::getpid());
+    fs::path tmp = private_twin(ref);
     std::ofstream(tmp) << commit;
-    fs::rename(tmp, ref);
+    fs::rename(tmp, ref);  // atomic: a concurrent pull reads the old ref or the new one, never half of one
 }
 
 std::string read_ref(const Settings& settings, const std::string& repo, const std::string& revision) {
@@ -101,14 +109,16 @@ std::string read_ref(const Settings& settings, const std::string& repo, const st
     return commit;
 }
 
+// The link is made under a private name and renamed over the old one, so a concurrent pull of the
+// same file never sees it missing.
 void link_snapshot(const fs::path& snapshot_file, const fs::path& blob) {
     fs::create_directories(snapshot_file.parent_path());
+    const fs::path tmp = private_twin(snapshot_file);
     std::error_code ec;
-    fs::remove(snapshot_file, ec);
-    fs::path target = fs::relative(blob, snapshot_file.parent_path());
-    fs::create_symlink(target, snapshot_file, ec);
-    if (ec && ec != std::errc::file_exists)  // file systems without symlinks get a copy
-        fs::copy_file(blob, snapshot_file, fs::copy_options::overwrite_existing);
+    fs::create_symlink(fs::relative(blob, snapshot_file.parent_path()), tmp, ec);
+    if (ec)  // file systems without symlinks get a copy
+        fs::copy_file(blob, tmp, fs::copy_options::overwrite_existing);
+    fs::rename(tmp, snapshot_file);
 }
 
 std::string sha256_file(const fs::path& path) {
