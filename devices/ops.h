@@ -134,18 +134,25 @@ struct Rows {
 
 // Causal depthwise convolution over time that carries its last K-1 inputs:
 // y[t][c] = sum_j w[c][j] . in[t+j][c] over in = concat(state, x); at start_pos 0 the state reads as zeros.
+// Batch form (seq set): the tokens of several sequences, each one's contiguous and in position order;
+// sequence seq[t] (clamped to [0, S)) carries row seq[t] of `states`, read and updated in place, and
+// starts from zeros where its first token here is at position 0; out is y alone.
 struct Conv1d {
     static constexpr Kind KIND = Kind::CONV1D;
     const float* x = nullptr;      // (T, C)
     const float* state = nullptr;  // (K-1, C)
     const float* w = nullptr;      // (C, K)
-    float* out = nullptr;          // (T + K-1, C): y, then the new state
+    float* out = nullptr;          // (T + K-1, C): y, then the new state; batch form: (T, C) y
     int64_t T = 0, C = 0, K = 0, start_pos = 0;
+    const int32_t *pos = nullptr, *seq = nullptr;  // batch form: (T) each
+    float* states = nullptr;                       // batch form: (S, K-1, C), an input written in place
+    int64_t S = 0;
 };
 
 // The gated delta rule (GatedDeltaNet, Kimi delta attention), per v head h with state S (Dv, Dk):
 // S <- S diag(e^g_t); S <- S + beta_t (v_t - S k_t) k_t^T; o_t = scale . S q_t. At start_pos 0 the
 // state reads as zeros. V head h reads q/k head h / (Hv/Hk) (interleave) or h % Hk.
+// Batch form (seq set): as Conv1d's, with `states` (S, Hv, Dv, Dk) updated in place and out o alone.
 struct DeltaRule {
     static constexpr Kind KIND = Kind::DELTA_RULE;
     const float *q = nullptr, *k = nullptr;  // (T, Hk, Dk)
@@ -153,10 +160,13 @@ struct DeltaRule {
     const float* g = nullptr;                // (T, Hv, Dg): Dg 1 (per head) or Dk (per key channel)
     const float* beta = nullptr;             // (T, Hv)
     const float* state = nullptr;            // (Hv, Dv, Dk)
-    float* out = nullptr;                    // o (T, Hv, Dv), then the new state (Hv, Dv, Dk)
+    float* out = nullptr;                    // o (T, Hv, Dv), then the new state (Hv, Dv, Dk); batch form: o
     int64_t T = 0, Hk = 0, Hv = 0, Dk = 0, Dv = 0, Dg = 1, start_pos = 0;
     bool interleave = false;
     float scale = 1.0f;
+    const int32_t *pos = nullptr, *seq = nullptr;  // batch form: (T) each
+    float* states = nullptr;                       // batch form: (S, Hv, Dv, Dk), an input written in place
+    int64_t S = 0;
 };
 
 // One device's implementation of one op: runs a launch over the filled argument struct. `host`: it

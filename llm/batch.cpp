@@ -29,9 +29,11 @@ BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(mod
     block_size_ = o.block_size;
     blocks_per_seq_ = div_up(o.n_ctx, o.block_size);
     const int n_blocks = o.n_blocks > 0 ? o.n_blocks : o.max_seqs * blocks_per_seq_;
-    pool_ = model.new_kv_pool(n_blocks, o.block_size, o.kv_f16 ? engine::f16 : engine::f32);
+    pool_ = model.new_kv_pool(n_blocks, o.block_size, o.max_seqs, o.kv_f16 ? engine::f16 : engine::f32);
+    // A recurrent state sums up every position before it: no prefix of it can be shared by blocks.
+    if (pool_.recurrent()) o_.prefix_cache = false;
     std::vector<Tensor> zeroed;  // a row nobody wrote is read by nobody, but keep the pool free of NaN bits
-    for (auto* pools : {&pool_.k, &pool_.v})
+    for (auto* pools : {&pool_.k, &pool_.v, &pool_.conv, &pool_.ssm})
         for (Tensor& t : *pools)
             if (t.defined()) {
                 zeroed.push_back(t.assign(Tensor::zeros(t.shape(), t.dtype())));

@@ -65,7 +65,7 @@ struct PoolStats {
 
 class BatchRunner {
 public:
-    // Throws for architectures forward_batch does not run (MLA, recurrent layers).
+    // For a model with recurrent layers, prefix_cache is off (their state cannot be shared by blocks).
     BatchRunner(const Model& model, const BatchOptions& options);
     ~BatchRunner();
 

@@ -115,6 +115,27 @@ struct MlaWeights {
     Tensor forward_paged(const ModelConfig& c, const Tensor& x, const PagedBatch& b, const Tensor& pool) const;
 };
 
+// --- the recurrent mixers' state (llm/gated_delta_net.cpp) ---------------------------------------------
+// Where a recurrent mixer's state lives, and its two stateful ops over it: one sequence's LayerState
+// with its tokens from start_pos (a Session), or each sequence's row of the pools of a batch (PagedBatch:
+// rows b.seq[t], the tokens of one sequence contiguous; updated in place).
+class RecurrentState {
+public:
+    RecurrentState(LayerState& s, const Dim& start_pos) : one_(&s), start_pos_(start_pos) {}
+    RecurrentState(const PagedBatch& b, const Tensor& conv_pool, const Tensor& ssm_pool) : batch_(&b), conv_pool_(conv_pool), ssm_pool_(ssm_pool) {}
+    // engine::causal_conv1d: x (T, C), w (C, K) -> y (T, C); the state carries the last K-1 inputs.
+    Tensor conv(const Tensor& x, const Tensor& w);
+    // engine::delta_rule -> o (T, Hv, Dv); the state carries S.
+    Tensor delta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta, double scale,
+                 engine::HeadMap head_map = engine::HeadMap::MODULO);
+
+private:
+    LayerState* one_ = nullptr;
+    Dim start_pos_ = 0;
+    const PagedBatch* batch_ = nullptr;
+    Tensor conv_pool_, ssm_pool_;  // (S, K-1, C), (S, Hv, Dv, Dk)
+};
+
 // --- GatedDeltaNet (llm/gated_delta_net.cpp): qwen3next / qwen35 linear-attention layers ------------
 // Hk = ssm.group_count q/k heads of Dk = ssm.state_size, Hv = ssm.time_step_rank v heads of Dv.
 struct GatedDeltaNetWeights {
@@ -130,6 +151,7 @@ struct GatedDeltaNetWeights {
 
     static GatedDeltaNetWeights load(const WeightLoader& L, const ModelConfig& c, int il);
     void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;  // f32 state
+    Tensor forward(const ModelConfig& c, const Tensor& x, RecurrentState& s) const;
     Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
 };
 
@@ -148,6 +170,7 @@ struct KdaWeights {
 
     static KdaWeights load(const WeightLoader& L, const ModelConfig& c, int il);
     void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;  // f32 state
+    Tensor forward(const ModelConfig& c, const Tensor& x, RecurrentState& s) const;
     Tensor forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const;
 };
 

@@ -22,6 +22,21 @@ Dims dims_of(const ModelConfig& c) {
 
 }  // namespace
 
+Tensor RecurrentState::conv(const Tensor& x, const Tensor& w) {
+    if (batch_) return engine::causal_conv1d_seqs(x, conv_pool_, w, batch_->positions, batch_->seq);
+    engine::ConvResult r = engine::causal_conv1d(x, one_->conv, w, start_pos_);
+    one_->conv.assign(r.state);
+    return r.y;
+}
+
+Tensor RecurrentState::delta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta, double scale,
+                             engine::HeadMap head_map) {
+    if (batch_) return engine::delta_rule_seqs(q, k, v, g, beta, ssm_pool_, batch_->positions, batch_->seq, scale, head_map);
+    engine::DeltaResult r = engine::delta_rule(q, k, v, g, beta, one_->ssm, start_pos_, scale, head_map);
+    one_->ssm.assign(r.state);
+    return r.o;
+}
+
 Tensor l2_norm(const Tensor& x_in, double eps) {
     Tensor x = x_in.cast(engine::f32);
     return x / engine::maximum(engine::sqrt((x * x).sum(-1, true)), eps);
@@ -60,6 +75,11 @@ void GatedDeltaNetWeights::init_state(LayerState& s, const ModelConfig& c, int, 
 }
 
 Tensor GatedDeltaNetWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    RecurrentState state(s, start_pos);
+    return forward(c, x, state);
+}
+
+Tensor GatedDeltaNetWeights::forward(const ModelConfig& c, const Tensor& x, RecurrentState& s) const {
     const GatedDeltaNetWeights& w = *this;
     const Dims d = dims_of(c);
     const Dim T = x.dim(0);
@@ -76,20 +96,16 @@ Tensor GatedDeltaNetWeights::forward(const ModelConfig& c, const Tensor& x, cons
     Tensor beta = engine::sigmoid(b);                                         // (T, Hv)
     Tensor g = engine::softplus(a + w.ssm_dt_b.cast(engine::f32)) * w.ssm_a.cast(engine::f32);  // (T, Hv) log decay
 
-    engine::ConvResult conv = engine::causal_conv1d(engine::linear(x, w.attn_qkv), s.conv, w.ssm_conv1d, start_pos);
-    s.conv.assign(conv.state);
-    Tensor qkv = engine::silu(conv.y);                                        // (T, conv channels)
+    Tensor qkv = engine::silu(s.conv(engine::linear(x, w.attn_qkv), w.ssm_conv1d));  // (T, conv channels)
     const int kd = d.Hk * d.Dk;
     Tensor q = l2_norm(qkv.slice(1, 0, kd).reshape({T, d.Hk, d.Dk}), c.rms_eps);
     Tensor k = l2_norm(qkv.slice(1, kd, kd).reshape({T, d.Hk, d.Dk}), c.rms_eps);
     Tensor v = qkv.slice(1, 2 * kd, d.Hv * d.Dv).reshape({T, d.Hv, d.Dv});
 
     auto head_map = c.ssm.qk_heads_interleaved ? engine::HeadMap::INTERLEAVE : engine::HeadMap::MODULO;
-    engine::DeltaResult r =
-        engine::delta_rule(q, k, v, g.reshape({T, d.Hv, 1}), beta, s.ssm, start_pos, 1.0 / std::sqrt(double(d.Dk)), head_map);
-    s.ssm.assign(r.state);
+    Tensor o = s.delta(q, k, v, g.reshape({T, d.Hv, 1}), beta, 1.0 / std::sqrt(double(d.Dk)), head_map);  // (T, Hv, Dv)
     Tensor z = engine::linear(x, w.attn_gate).reshape({T, d.Hv, d.Dv});
-    Tensor out = engine::rms_norm(r.o, w.ssm_norm, c.rms_eps) * engine::silu(z);  // (T, Hv, Dv)
+    Tensor out = engine::rms_norm(o, w.ssm_norm, c.rms_eps) * engine::silu(z);  // (T, Hv, Dv)
     return engine::linear(out.reshape({T, d.Hv * d.Dv}), w.ssm_out);              // (T, D)
 }
 

@@ -42,7 +42,7 @@ public:
           start_pos_("start_pos", 0, 1), n_tokens_("n_tokens", 1, PREFILL_CHUNK) {
         const ModelConfig& c = model_->config();
         // Several sequences at once (a BatchedSession over this model) get the model's own context.
-        const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(c.n_ctx_train, o.parallel > 1 && model_->batch_refusal().empty() ? 32768 : 4096);
+        const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(c.n_ctx_train, o.parallel > 1 ? 32768 : 4096);
         info_.path = o.model_path;
         info_.name = c.name.empty() ? std::filesystem::path(o.model_path).stem().string() : c.name;
         info_.architecture = c.arch;
@@ -285,10 +285,6 @@ std::unique_ptr<Session> open_session(const SessionOptions& options) {
     engine::set_default_device(options.device);  // the model's weights and state go there
     auto single = std::make_unique<ModelSession>(options);
     if (options.parallel <= 1) return single;
-    if (std::string why = single->model().batch_refusal(); !why.empty()) {
-        std::fprintf(stderr, "[session] one sequence at a time: %s\n", why.c_str());
-        return single;
-    }
     // Several sequences at once over the same model; the single-sequence session keeps embeddings.
     const Model& model = single->model();
     return open_batched_session(std::move(single), model, options);

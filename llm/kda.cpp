@@ -42,14 +42,17 @@ void KdaWeights::init_state(LayerState& s, const ModelConfig& c, int, engine::DT
 }
 
 Tensor KdaWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
+    RecurrentState state(s, start_pos);
+    return forward(c, x, state);
+}
+
+Tensor KdaWeights::forward(const ModelConfig& c, const Tensor& x, RecurrentState& s) const {
     const KdaWeights& w = *this;
     using engine::linear;
     const Dim T = x.dim(0);
     const int H = c.n_head, Dh = c.ssm.kda_head_dim, HD = H * Dh;
     Tensor qkv = engine::concat({linear(x, w.attn_q), linear(x, w.attn_k), linear(x, w.attn_v)}, 1);  // (T, 3·HD)
-    engine::ConvResult conv = engine::causal_conv1d(qkv, s.conv, w.ssm_conv1d_qkv, start_pos);
-    s.conv.assign(conv.state);
-    qkv = engine::silu(conv.y);
+    qkv = engine::silu(s.conv(qkv, w.ssm_conv1d_qkv));
     Tensor q = l2_norm(qkv.slice(1, 0, HD).reshape({T, H, Dh}), c.rms_eps);
     Tensor k = l2_norm(qkv.slice(1, HD, HD).reshape({T, H, Dh}), c.rms_eps);
     Tensor v = qkv.slice(1, 2 * HD, HD).reshape({T, H, Dh});
@@ -58,10 +61,9 @@ Tensor KdaWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& sta
     Tensor g = engine::softplus(f).reshape({T, H, Dh}) * w.ssm_a.cast(engine::f32).reshape({1, H, 1});  // log decay per channel
     Tensor beta = engine::sigmoid(linear(x, w.ssm_beta));                                       // (T, H)
 
-    engine::DeltaResult r = engine::delta_rule(q, k, v, g, beta, s.ssm, start_pos, 1.0 / std::sqrt(double(Dh)));
-    s.ssm.assign(r.state);
+    Tensor o = s.delta(q, k, v, g, beta, 1.0 / std::sqrt(double(Dh)));                         // (T, H, Dh)
     Tensor gate = linear(linear(x, w.ssm_g_a), w.ssm_g_b).reshape({T, H, Dh});
-    Tensor out = engine::rms_norm(r.o, w.ssm_norm, c.rms_eps) * engine::sigmoid(gate);  // (T, H, Dh)
+    Tensor out = engine::rms_norm(o, w.ssm_norm, c.rms_eps) * engine::sigmoid(gate);  // (T, H, Dh)
     return linear(out.reshape({T, HD}), w.attn_output);                                    // (T, D)
 }
 

@@ -3,7 +3,9 @@
 
 #include "gguf/gguf.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 namespace llm {
 
@@ -82,50 +84,61 @@ Tensor Model::forward(const Tensor& tokens, const Dim& start_pos, State& state, 
     return engine::linear(engine::rms_norm(x, output_norm, config_.rms_eps), output);  // (n_out, V)
 }
 
-// Batches of sequences run attention and MLA layers: the recurrent mixers' per-sequence state has no
-// paged form yet.
-std::string Model::batch_refusal() const {
-    for (int il = 0; il < config_.n_layer; il++)
-        if (config_.layer_kind[il] != LayerKind::ATTENTION && config_.layer_kind[il] != LayerKind::MLA)
-            return "architecture '" + config_.arch + "' has " + layer_kind_name(config_.layer_kind[il]) +
-                   " layers; only attention and MLA layers run in batches of sequences so far";
-    return "";
+bool KvPool::recurrent() const {
+    return std::any_of(conv.begin(), conv.end(), [](const Tensor& t) { return t.defined(); });
 }
 
-namespace {
-void check_batchable(const Model& m) {
-    if (std::string why = m.batch_refusal(); !why.empty()) throw std::runtime_error("[model] batched forward: " + why);
-}
-}  // namespace
-
-KvPool Model::new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) const {
-    check_batchable(*this);
-    if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("[model] new_kv_pool: n_blocks and block_size must be positive");
+KvPool Model::new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype) const {
+    if (n_blocks <= 0 || block_size <= 0 || n_seqs <= 0)
+        throw std::invalid_argument("[model] new_kv_pool: n_blocks, block_size and n_seqs must be positive");
     KvPool p;
-    p.n_blocks = n_blocks, p.block_size = block_size;
+    p.n_blocks = n_blocks, p.block_size = block_size, p.n_seqs = n_seqs;
     const int64_t rows = int64_t(n_blocks) * block_size;
+    auto per_seq = [&](const Tensor& one) {  // n_seqs of a sequence's state
+        engine::Shape shape = one.shape();
+        shape.insert(shape.begin(), n_seqs);
+        return Tensor::empty(shape, one.dtype());
+    };
+    p.k.resize(size_t(config_.n_layer)), p.v.resize(size_t(config_.n_layer));
+    p.conv.resize(size_t(config_.n_layer)), p.ssm.resize(size_t(config_.n_layer));
     for (int il = 0; il < config_.n_layer; il++) {
-        if (config_.layer_kind[il] == LayerKind::MLA) {  // one row per token: the latent, then the rotated key part
-            p.k.push_back(Tensor::empty({rows, 1, config_.mla.kv_lora_rank + config_.mla.rope_dim}, kv_dtype));
-            p.v.emplace_back();
-            continue;
+        switch (config_.layer_kind[il]) {
+            case LayerKind::MLA:  // one row per token: the latent, then the rotated key part
+                p.k[il] = Tensor::empty({rows, 1, config_.mla.kv_lora_rank + config_.mla.rope_dim}, kv_dtype);
+                break;
+            case LayerKind::ATTENTION:
+                p.k[il] = Tensor::empty({rows, config_.n_head_kv, config_.head_dim_k}, kv_dtype);
+                p.v[il] = Tensor::empty({rows, config_.n_head_kv, config_.head_dim_v}, kv_dtype);
+                break;
+            default: {  // recurrent: the shapes of one sequence's state
+                LayerState one;
+                std::visit([&](const auto& m) { m.init_state(one, config_, 1, kv_dtype); }, layers[il].mixer);
+                p.conv[il] = per_seq(one.conv), p.ssm[il] = per_seq(one.ssm);
+            }
         }
-        p.k.push_back(Tensor::empty({rows, config_.n_head_kv, config_.head_dim_k}, kv_dtype));
-        p.v.push_back(Tensor::empty({rows, config_.n_head_kv, config_.head_dim_v}, kv_dtype));
     }
     return p;
 }
 
 Tensor Model::forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const {
     const ModelConfig& c = config_;
-    check_batchable(*this);
     if (int(pool.k.size()) != c.n_layer || b.block_size != pool.block_size) throw std::invalid_argument("[model] forward_batch: the pool is not this model's");
     Tensor x = engine::embedding(token_embd, tokens);  // (T, D)
     for (int il = 0; il < c.n_layer; il++) {
         const Layer& l = layers[il];
         const Tensor xn = engine::rms_norm(x, l.attn_norm, c.rms_eps);
-        Tensor h = x + (std::holds_alternative<MlaWeights>(l.mixer) ? std::get<MlaWeights>(l.mixer).forward_paged(c, xn, b, pool.k[il])
-                                                                    : std::get<AttentionWeights>(l.mixer).forward_paged(c, xn, b, pool.k[il], pool.v[il]));
+        const Tensor m = std::visit(
+            [&](const auto& w) {
+                using W = std::decay_t<decltype(w)>;
+                if constexpr (std::is_same_v<W, AttentionWeights>) return w.forward_paged(c, xn, b, pool.k[il], pool.v[il]);
+                else if constexpr (std::is_same_v<W, MlaWeights>) return w.forward_paged(c, xn, b, pool.k[il]);
+                else {
+                    RecurrentState state(b, pool.conv[il], pool.ssm[il]);
+                    return w.forward(c, xn, state);
+                }
+            },
+            l.mixer);
+        Tensor h = x + m;
         x = h + feed_forward(l.ffn, c, engine::rms_norm(h, l.ffn_norm, c.rms_eps));
     }
     const Dim R = logit_rows.dim(0), D = x.dim(1);

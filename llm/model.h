@@ -19,12 +19,15 @@ struct State {
     int n_ctx = 0;
 };
 
-// Keys and values of many sequences (llm/batch.h hands out its blocks): per layer one pool of
-// n_blocks * block_size rows that every sequence's block table points into.
+// Keys and values of many sequences (llm/batch.h hands out its blocks): per attention layer one pool of
+// n_blocks * block_size rows that every sequence's block table points into; per recurrent layer one
+// state per block table row (a sequence's state is not paged: it has no positions).
 struct KvPool {
     std::vector<Tensor> k, v;  // per layer: (n_blocks * block_size, Hkv, Dk), (.., Hkv, Dv) f16/f32; an MLA
                                // layer's k is (.., 1, R + Dr) and its v is unset
-    int n_blocks = 0, block_size = 0;
+    std::vector<Tensor> conv, ssm;  // per layer: recurrent (n_seqs, K-1, C), (n_seqs, Hv, Dv, Dk) f32; else unset
+    int n_blocks = 0, block_size = 0, n_seqs = 0;
+    bool recurrent() const;  // any recurrent layer: a sequence's state cannot be shared by prefix
 };
 
 struct Layer {
@@ -49,11 +52,11 @@ public:
     // (T, V) with all_logits. Writes this chunk into the state.
     Tensor forward(const Tensor& tokens, const Dim& start_pos, State& state, bool all_logits) const;
     // A batch of sequences in one forward: tokens (T) i32 at the positions, slots and block table rows
-    // of `b`, writing their keys and values into `pool`. Logits (R, V) of the tokens at rows logit_rows
-    // (R) i32. Attention-only architectures: throws naming the architecture for MLA or recurrent layers.
+    // of `b` (each sequence's tokens contiguous and in position order), writing their keys and values
+    // and recurrent states into `pool`. Logits (R, V) of the tokens at rows logit_rows (R) i32.
     Tensor forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const;
-    KvPool new_kv_pool(int n_blocks, int block_size, engine::DType kv_dtype) const;  // throws as forward_batch
-    std::string batch_refusal() const;  // why forward_batch cannot run this model; "" when it can
+    // A pool for n_seqs block table rows; attention layers' rows in `kv_dtype` (f16 or f32).
+    KvPool new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype) const;
     // The final hidden states (T, D) after output_norm, without the output matmul: what embeddings pool.
     Tensor hidden(const Tensor& tokens, const Dim& start_pos, State& state) const;
 

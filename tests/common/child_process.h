@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <thread>
@@ -21,8 +22,20 @@ struct Result {
     std::string message;    // what the body returned
     double seconds = 0;     // wall time of the body
     double cpu_seconds = 0; // the child's CPU time (user + system): what the work costs, whatever the load
-    long peak_rss_kb = 0;   // the child's peak resident set
+    long peak_rss_kb = 0;   // the child's peak resident set, less what it had at the fork (the test
+                            // process's pages, which grow with the tests that ran before in it)
 };
+
+// This process's resident set now, in kB (0 when /proc is not readable).
+inline long resident_kb() {
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (f) {
+        if (std::fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
+        std::fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
 
 // `body` returns the message and sets `code` (the child's exit code); exceptions become code 99.
 inline Result run(const std::function<std::string(int& code)>& body, int timeout_seconds = 60) {
@@ -32,6 +45,7 @@ inline Result run(const std::function<std::string(int& code)>& body, int timeout
     REQUIRE(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
+        const long start_kb = resident_kb();
         auto t0 = std::chrono::steady_clock::now();
         int code = 0;
         std::string message;
@@ -42,7 +56,7 @@ inline Result run(const std::function<std::string(int& code)>& body, int timeout
             message = e.what();
         }
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::string report = std::to_string(seconds) + "\n" + message;
+        std::string report = std::to_string(seconds) + "\n" + std::to_string(start_kb) + "\n" + message;
         ssize_t ignored = write(fds[1], report.data(), report.size());
         (void)ignored;
         _exit(code);
@@ -69,10 +83,11 @@ inline Result run(const std::function<std::string(int& code)>& body, int timeout
     r.peak_rss_kb = usage.ru_maxrss;
     r.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-    size_t nl = report.find('\n');
-    if (nl != std::string::npos) {
+    size_t nl = report.find('\n'), nl2 = nl == std::string::npos ? nl : report.find('\n', nl + 1);
+    if (nl2 != std::string::npos) {
         r.seconds = std::stod(report.substr(0, nl));
-        r.message = report.substr(nl + 1);
+        r.peak_rss_kb -= std::stol(report.substr(nl + 1, nl2 - nl - 1));
+        r.message = report.substr(nl2 + 1);
     }
     return r;
 }

@@ -1,6 +1,7 @@
 // The recurrent custom kernels against naive token-by-token references: the chunked delta rule (scalar
 // and per-channel decay, both head maps, across chunk boundaries, carried across calls, reset at
-// position 0) and the causal short convolution with its carried inputs.
+// position 0) and the causal short convolution with its carried inputs; their batch forms (per-sequence
+// rows of a state pool, updated in place) against the single forms.
 #include "engine/tensor.h"
 
 #include <catch2/catch.hpp>
@@ -180,4 +181,49 @@ TEST_CASE("recurrent: causal conv1d carries its last inputs and resets at positi
             }
         }
     }
+}
+
+TEST_CASE("recurrent: the batch forms run each sequence's tokens from its own pool row, as the single forms do") {
+    // Three sequences in one call: pool row 2 decodes one token at position 9, row 0 starts a prompt at
+    // position 0 (its row holds NaN leftovers, which must not leak in), row 3 continues over 70 tokens (a
+    // delta-rule chunk boundary); row 1 is not in the batch and must stay as it was.
+    struct Run { int row, n; int64_t pos; };
+    const std::vector<Run> runs = {{2, 1, 9}, {0, 5, 0}, {3, 70, 12}};
+    const int S = 4, T = 76, Hk = 2, Hv = 4, D = 16, C = 6, K = 4;
+    const float scale = 0.25f;
+    DeltaCase c = make_case(T, Hk, Hv, D, 1, true, 21);
+    std::mt19937 rng(9);
+    std::vector<float> ssm = randn(size_t(S * Hv * D * D), rng, 0.3f), conv = randn(size_t(S * (K - 1) * C), rng);
+    std::fill(ssm.begin(), ssm.begin() + Hv * D * D, std::nanf(""));
+    std::fill(conv.begin(), conv.begin() + (K - 1) * C, std::nanf(""));
+    std::vector<float> x = randn(size_t(T * C), rng), w = randn(size_t(C * K), rng);
+    std::vector<int32_t> pos, seq;
+    for (const Run& r : runs)
+        for (int i = 0; i < r.n; i++) pos.push_back(int32_t(r.pos + i)), seq.push_back(r.row);
+
+    Tensor ssm_pool = Tensor::from_vector(ssm, {S, Hv, D, D}), conv_pool = Tensor::from_vector(conv, {S, K - 1, C});
+    Tensor pos_t = Tensor::from_vector(pos, {T}), seq_t = Tensor::from_vector(seq, {T});
+    Tensor o = engine::delta_rule_seqs(Tensor::from_vector(c.q, {T, Hk, D}), Tensor::from_vector(c.k, {T, Hk, D}),
+                                       Tensor::from_vector(c.v, {T, Hv, D}), Tensor::from_vector(c.g, {T, Hv, 1}),
+                                       Tensor::from_vector(c.beta, {T, Hv}), ssm_pool, pos_t, seq_t, scale, engine::HeadMap::INTERLEAVE);
+    Tensor y = engine::causal_conv1d_seqs(Tensor::from_vector(x, {T, C}), conv_pool, Tensor::from_vector(w, {C, K}), pos_t, seq_t);
+    const std::vector<float> got_o = o.to_vector<float>(), got_y = y.to_vector<float>();
+    const std::vector<float> ssm_after = ssm_pool.to_vector<float>(), conv_after = conv_pool.to_vector<float>();
+
+    const size_t ssm_row = size_t(Hv * D * D), conv_row = size_t((K - 1) * C);
+    auto row = [](const std::vector<float>& v, size_t n, int r) { return std::vector<float>(v.begin() + r * n, v.begin() + (r + 1) * n); };
+    int t0 = 0;
+    for (const Run& r : runs) {
+        INFO("row " << r.row << ", " << r.n << " tokens from position " << r.pos);
+        DeltaRun want = run_delta(c, t0, r.n, row(ssm, ssm_row, r.row), r.pos, scale);
+        CHECK(std::vector<float>(got_o.begin() + t0 * Hv * D, got_o.begin() + (t0 + r.n) * Hv * D) == want.o);
+        CHECK(row(ssm_after, ssm_row, r.row) == want.state);
+        engine::ConvResult cw = engine::causal_conv1d(Tensor::from_vector(std::vector<float>(x.begin() + t0 * C, x.begin() + (t0 + r.n) * C), {r.n, C}),
+                                                      Tensor::from_vector(row(conv, conv_row, r.row), {K - 1, C}), Tensor::from_vector(w, {C, K}), r.pos);
+        CHECK(std::vector<float>(got_y.begin() + t0 * C, got_y.begin() + (t0 + r.n) * C) == cw.y.to_vector<float>());
+        CHECK(row(conv_after, conv_row, r.row) == cw.state.to_vector<float>());
+        t0 += r.n;
+    }
+    CHECK(row(ssm_after, ssm_row, 1) == row(ssm, ssm_row, 1));
+    CHECK(row(conv_after, conv_row, 1) == row(conv, conv_row, 1));
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <vector>
 
 namespace cpu_kernels {
 
@@ -35,14 +36,27 @@ using f32x8 = float __attribute__((vector_size(32)));
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-}  // namespace
+// A run of one sequence's tokens [t0, t1) in a batch form's arguments (the whole call otherwise).
+struct Segment {
+    int64_t t0, t1;
+    int64_t row;  // its states row
+    bool reset;   // its first token is at position 0
+};
 
-// Rows [0, T) of out the convolution, rows [T, T+K-1) the new state (the last K-1 inputs).
-void conv1d(const ops::Conv1d& a, int64_t begin, int64_t end) {
-    const int64_t T = a.T, C = a.C, K = a.K;
-    const bool reset = a.start_pos == 0;  // a sequence restarting at position 0 forgets the old inputs
-    const float *x = a.x, *state = a.state, *w = a.w;
-    float* out = a.out;
+// The batch form's runs of equal seq, in order.
+template <class A> std::vector<Segment> segments(const A& a) {
+    std::vector<Segment> out;
+    for (int64_t t0 = 0, t1; t0 < a.T; t0 = t1) {
+        for (t1 = t0 + 1; t1 < a.T && a.seq[t1] == a.seq[t0];) t1++;
+        out.push_back({t0, t1, std::clamp<int64_t>(a.seq[t0], 0, a.S - 1), a.pos[t0] == 0});
+    }
+    return out;
+}
+
+// Channels [begin, end) of tokens x (T, C): y (T, C), then the last K-1 inputs into state_out, which may
+// be state itself (each state row is read before it is overwritten).
+void conv_run(const float* x, int64_t T, int64_t C, int64_t K, const float* w, const float* state, bool reset, float* y,
+              float* state_out, int64_t begin, int64_t end) {
     // Row r of concat(state, x); the state reads as zeros when the sequence restarts.
     auto input = [&](int64_t r, int64_t c) -> float {
         if (r >= K - 1) return x[(r - (K - 1)) * C + c];
@@ -52,10 +66,25 @@ void conv1d(const ops::Conv1d& a, int64_t begin, int64_t end) {
         for (int64_t c = begin; c < end; c++) {
             float s = 0.0f;
             for (int64_t j = 0; j < K; j++) s += w[c * K + j] * input(t + j, c);  // tap 0 meets the oldest input
-            out[t * C + c] = s;
+            y[t * C + c] = s;
         }
-    for (int64_t r = 0; r < K - 1; r++)
-        for (int64_t c = begin; c < end; c++) out[(T + r) * C + c] = input(T + r, c);
+    for (int64_t r = 0; r < K - 1; r++)  // ascending: row r reads row r + T >= r of the old state
+        for (int64_t c = begin; c < end; c++) state_out[r * C + c] = input(T + r, c);
+}
+
+}  // namespace
+
+// Single form: rows [0, T) of out the convolution, rows [T, T+K-1) the new state (the last K-1 inputs).
+void conv1d(const ops::Conv1d& a, int64_t begin, int64_t end) {
+    const int64_t C = a.C, K = a.K;
+    if (!a.seq) {
+        conv_run(a.x, a.T, C, K, a.w, a.state, a.start_pos == 0, a.out, a.out + a.T * C, begin, end);
+        return;
+    }
+    for (const Segment& g : segments(a)) {
+        float* state = a.states + g.row * (K - 1) * C;
+        conv_run(a.x + g.t0 * C, g.t1 - g.t0, C, K, a.w, state, g.reset, a.out + g.t0 * C, state, begin, end);
+    }
 }
 
 namespace {
@@ -107,7 +136,7 @@ void delta_head(const DeltaArgs& a, int64_t h) {
     const int64_t hk = a.interleave ? h / (a.Hv / a.Hk) : h % a.Hk;  // the q/k head this v head reads
     float* S = a.state_out + h * Dv * Dk;                                 // (Dv, Dk): S[j][i], i over keys
     if (a.reset) std::fill(S, S + Dv * Dk, 0.0f);
-    else std::memcpy(S, a.state + h * Dv * Dk, size_t(Dv * Dk) * sizeof(float));
+    else if (a.state != a.state_out) std::memcpy(S, a.state + h * Dv * Dk, size_t(Dv * Dk) * sizeof(float));
 
     float* kk = delta_scratch.get(size_t(C * (3 * Dk + 2 * Dv + 2 * C) + 3 * Dk));
     float *qq = kk + C * Dk, *gam = qq + C * Dk;                          // (n, Dk) (n, Dk) (n, Dg)
@@ -192,7 +221,20 @@ void delta_rule(const ops::DeltaRule& c, int64_t begin, int64_t end) {
     a.q = c.q, a.k = c.k, a.v = c.v, a.g = c.g, a.beta = c.beta, a.state = c.state;
     a.o = c.out;
     a.state_out = a.o + a.T * a.Hv * a.Dv;
-    for (int64_t h = begin; h < end; h++) delta_head(a, h);
+    if (!c.seq) {
+        for (int64_t h = begin; h < end; h++) delta_head(a, h);
+        return;
+    }
+    // Batch form: each sequence's run of tokens from its own row of the states, updated in place.
+    for (const Segment& g : segments(c)) {
+        DeltaArgs r = a;
+        const int64_t qk = g.t0 * a.Hk * a.Dk, hv = g.t0 * a.Hv;
+        r.T = g.t1 - g.t0, r.reset = g.reset;
+        r.q = a.q + qk, r.k = a.k + qk, r.v = a.v + hv * a.Dv, r.g = a.g + hv * a.Dg, r.beta = a.beta + hv;
+        r.o = a.o + hv * a.Dv;
+        r.state = r.state_out = c.states + g.row * a.Hv * a.Dv * a.Dk;
+        for (int64_t h = begin; h < end; h++) delta_head(r, h);
+    }
 }
 
 }  // namespace cpu_kernels
