@@ -24,4 +24,5 @@
     X(attn_decode_partial_d64, AttnDecodeArgs)  \
     X(attn_decode_partial_d128, AttnDecodeArgs) \
     X(attn_decode_partial_d256, AttnDecodeArgs) \
-    X(attn_decode_combine, AttnCombineArgs)
+    X(attn_decode_combine, AttnCombineArgs)     \
+    X(kv_store_f16, KvStoreArgs)

@@ -9,7 +9,7 @@
 namespace tinyllm::amd {
 namespace {
 
-enum class Kind { Q8_QUANTIZE, GEMV_Q8, GEMV_F16, GEMM, ATTN_PARTIAL, ATTN_COMBINE };
+enum class Kind { Q8_QUANTIZE, GEMV_Q8, GEMV_F16, GEMM, ATTN_PARTIAL, ATTN_COMBINE, KV_STORE };
 
 struct Entry {
     KernelInfo info;
@@ -45,6 +45,7 @@ const Entry ENTRIES[] = {
     {info("attn_decode_partial_d128", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 128},
     {info("attn_decode_partial_d256", "attention_decode", sizeof(AttnDecodeArgs), ATTN_WAVES), Kind::ATTN_PARTIAL, {}, 256},
     {info("attn_decode_combine", "attention_decode", sizeof(AttnCombineArgs), ATTN_COMBINE_WAVES), Kind::ATTN_COMBINE},
+    {info("kv_store_f16", "attention_decode", sizeof(KvStoreArgs), KV_STORE_WAVES), Kind::KV_STORE},
 };
 
 const Entry& entry(std::string_view name) {
@@ -133,15 +134,29 @@ void validate(std::string_view kernel, std::span<const uint8_t> kernarg) {
         auto a = read_args<AttnDecodeArgs>(e, kernarg);
         require(e, a.n_heads >= 1 && a.n_kv_heads >= 1 && a.n_heads % a.n_kv_heads == 0,
                 "n_heads " + num(a.n_heads) + " is not a positive multiple of n_kv_heads " + num(a.n_kv_heads));
-        require(e, a.kv_len >= 1, "kv_len must be at least 1");
-        require(e, a.n_chunks == ceil_div(a.kv_len, ATTN_CHUNK),
-                "n_chunks " + num(a.n_chunks) + " is not ceil(kv_len / " + num(ATTN_CHUNK) + ") = " + num(ceil_div(a.kv_len, ATTN_CHUNK)));
         require(e, a.kv_head_stride % 2 == 0 && a.pos_stride % 2 == 0, "KV strides must be even (4-byte aligned rows)");
+        if (!a.block_table) {
+            require(e, a.kv_len >= 1, "kv_len must be at least 1");
+            require(e, a.n_chunks == ceil_div(a.kv_len, ATTN_CHUNK),
+                    "n_chunks " + num(a.n_chunks) + " is not ceil(kv_len / " + num(ATTN_CHUNK) + ") = " + num(ceil_div(a.kv_len, ATTN_CHUNK)));
+            break;
+        }
+        require(e, a.n_tokens >= 1 && a.n_seqs >= 1 && a.blocks_per_seq >= 1 && a.block_size >= 1 && a.n_blocks >= 1,
+                "n_tokens, n_seqs, blocks_per_seq, block_size and n_blocks must be at least 1");
+        const uint64_t cap = uint64_t{a.blocks_per_seq} * a.block_size;
+        require(e, cap <= INT32_MAX, "blocks_per_seq * block_size must fit an i32 position");
+        require(e, a.n_chunks == ceil_div(cap, ATTN_CHUNK),
+                "n_chunks " + num(a.n_chunks) + " is not ceil(blocks_per_seq * block_size / " + num(ATTN_CHUNK) + ") = " + num(ceil_div(cap, ATTN_CHUNK)));
         break;
     }
     case Kind::ATTN_COMBINE: {
         auto a = read_args<AttnCombineArgs>(e, kernarg);
         require(e, a.n_heads >= 1 && a.n_chunks >= 1 && a.head_dim >= 1, "n_heads, n_chunks and head_dim must be at least 1");
+        break;
+    }
+    case Kind::KV_STORE: {
+        auto a = read_args<KvStoreArgs>(e, kernarg);
+        require(e, a.n_tokens >= 1 && a.row >= 1 && a.n_rows >= 1, "n_tokens, row and n_rows must be at least 1");
         break;
     }
     }
@@ -170,11 +185,15 @@ LaunchDims launch_dims(std::string_view kernel, std::span<const uint8_t> kernarg
     }
     case Kind::ATTN_PARTIAL: {
         auto a = read_args<AttnDecodeArgs>(e, kernarg);
-        return dims(a.n_chunks, a.n_kv_heads, block, e);
+        return dims(a.n_chunks, uint64_t{a.n_kv_heads} * (a.block_table ? a.n_tokens : 1), block, e);
     }
     case Kind::ATTN_COMBINE: {
         auto a = read_args<AttnCombineArgs>(e, kernarg);
         return dims(a.n_heads, 1, block, e);
+    }
+    case Kind::KV_STORE: {
+        auto a = read_args<KvStoreArgs>(e, kernarg);
+        return dims(a.n_tokens, 1, block, e);
     }
     }
     return {};
@@ -216,13 +235,20 @@ std::vector<BufferUse> buffers(std::string_view kernel, std::span<const uint8_t>
     }
     case Kind::ATTN_PARTIAL: {
         auto a = read_args<AttnDecodeArgs>(e, kernarg);
-        uint64_t kv = (uint64_t{a.n_kv_heads - 1} * a.kv_head_stride + uint64_t{a.kv_len - 1} * a.pos_stride + e.head_dim) * 2;
-        uint64_t rows = uint64_t{a.n_heads} * a.n_chunks;
-        return {{"q", offsetof(AttnDecodeArgs, q), f32(uint64_t{a.n_heads} * e.head_dim), false},
-                {"k", offsetof(AttnDecodeArgs, k), kv, false},
-                {"v", offsetof(AttnDecodeArgs, v), kv, false},
-                {"partial", offsetof(AttnDecodeArgs, partial), f32(rows * e.head_dim), true},
-                {"stats", offsetof(AttnDecodeArgs, stats), f32(rows * 2), true}};
+        const uint64_t last_row = a.block_table ? uint64_t{a.n_blocks} * a.block_size - 1 : a.kv_len - 1;
+        uint64_t kv = (uint64_t{a.n_kv_heads - 1} * a.kv_head_stride + last_row * a.pos_stride + e.head_dim) * 2;
+        const uint64_t tokens = a.block_table ? a.n_tokens : 1, rows = tokens * a.n_heads * a.n_chunks;
+        std::vector<BufferUse> out = {{"q", offsetof(AttnDecodeArgs, q), f32(tokens * a.n_heads * e.head_dim), false},
+                                      {"k", offsetof(AttnDecodeArgs, k), kv, false},
+                                      {"v", offsetof(AttnDecodeArgs, v), kv, false},
+                                      {"partial", offsetof(AttnDecodeArgs, partial), f32(rows * e.head_dim), true},
+                                      {"stats", offsetof(AttnDecodeArgs, stats), f32(rows * 2), true}};
+        if (a.block_table) {
+            out.push_back({"pos", offsetof(AttnDecodeArgs, pos), f32(a.n_tokens), false});
+            out.push_back({"seq", offsetof(AttnDecodeArgs, seq), f32(a.n_tokens), false});
+            out.push_back({"block_table", offsetof(AttnDecodeArgs, block_table), f32(uint64_t{a.n_seqs} * a.blocks_per_seq), false});
+        }
+        return out;
     }
     case Kind::ATTN_COMBINE: {
         auto a = read_args<AttnCombineArgs>(e, kernarg);
@@ -230,6 +256,13 @@ std::vector<BufferUse> buffers(std::string_view kernel, std::span<const uint8_t>
         return {{"partial", offsetof(AttnCombineArgs, partial), f32(rows * a.head_dim), false},
                 {"stats", offsetof(AttnCombineArgs, stats), f32(rows * 2), false},
                 {"out", offsetof(AttnCombineArgs, out), f32(uint64_t{a.n_heads} * a.head_dim), true}};
+    }
+    case Kind::KV_STORE: {
+        auto a = read_args<KvStoreArgs>(e, kernarg);
+        return {{"x", offsetof(KvStoreArgs, x), f32(uint64_t{a.n_tokens} * a.row), false},
+                {"slot", offsetof(KvStoreArgs, slot), f32(a.n_tokens), false},
+                {"pool", offsetof(KvStoreArgs, pool), uint64_t{a.n_rows} * a.row * 2, true},
+                {"out", offsetof(KvStoreArgs, out), f32(a.n_tokens), true}};
     }
     }
     return {};

@@ -1,7 +1,8 @@
 // The AMD device's hot ops (devices/ops.h) over kernels_amd's code objects, queued with
 // Device::launch_hand_kernel on device addresses. linear: decode GEMVs over GGUF blocks against q8
 // activations (quantized once per input, shared by every projection of it), an fp16 GEMV, WMMA/MFMA GEMMs
-// for prefill. attention: the split flash-decode (partial over 64-key chunks + combine) per query token.
+// for prefill. attention: the split flash-decode (partial over 64-key chunks + combine) per query token;
+// paged attention: the same kernels over a mixed batch through the block table; kv_store into an fp16 pool.
 // Everything else, and what these kernels do not cover, runs the host implementations over the CPU mapping.
 #include "devices/amd/ops_impl.h"
 #include "devices/cpu/cpu_impl.h"
@@ -164,6 +165,82 @@ ops::Impl attention_kernel(const ops::Attention& a) {
     return fits ? ops::impl<ops::Attention, attention>(false, "amd_attention") : ops::Impl{};
 }
 
+// The same kernels over a mixed batch, paged: each token reads its own sequence's keys through the block
+// table. Chunks cover a whole sequence (the host does not read the positions), so the partial sums of
+// a launch take tokens x heads x chunks x D floats: launches take as many tokens as fit 64 MB of scratch.
+void paged_attention(devices::Device& dev, const ops::PagedAttention& a) {
+    if (a.sinks) {  // which the kernels lack: the host implementation over the CPU mapping
+        OpsDevice& g = gpu(dev);
+        ops::PagedAttention h = a;
+        h.q = static_cast<const float*>(g.host_address(va(a.q)));
+        h.k = g.host_address(va(a.k));
+        h.v = g.host_address(va(a.v));
+        h.pos = static_cast<const int32_t*>(g.host_address(va(a.pos)));
+        h.seq = static_cast<const int32_t*>(g.host_address(va(a.seq)));
+        h.block_table = static_cast<const int32_t*>(g.host_address(va(a.block_table)));
+        h.sinks = static_cast<const float*>(g.host_address(va(a.sinks)));
+        h.out = static_cast<float*>(g.host_address(va(a.out)));
+        return devices::cpu::host_op(ops::Kind::PAGED_ATTENTION, a.kv_type).run(dev, &h);
+    }
+    const int64_t H = a.H, D = a.Dk;
+    const uint64_t cap = uint64_t(a.MB) * uint64_t(a.BS), n_chunks = (cap + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
+    const uint64_t per_token = uint64_t(H) * n_chunks * (uint64_t(D) + 2) * 4;
+    const int64_t step = std::clamp<int64_t>(int64_t((uint64_t(64) << 20) / per_token), 1, a.T);
+    const uint64_t partial_bytes = (uint64_t(step) * uint64_t(H) * n_chunks * uint64_t(D) * 4 + 255) / 256 * 256;
+    const uint64_t scratch = gpu(dev).scratch(partial_bytes + uint64_t(step) * uint64_t(H) * n_chunks * 2 * 4);
+    const std::string partial_kernel(*ka::attention_partial_kernel_for(u32(D, "head size")));
+    for (int64_t t0 = 0; t0 < a.T; t0 += step) {
+        const int64_t n = std::min(step, a.T - t0);
+        ka::AttnDecodeArgs p{};
+        p.q = at<const float>(va(a.q), uint64_t(t0 * H * D) * 4);
+        p.k = static_cast<const uint16_t*>(a.k);
+        p.v = static_cast<const uint16_t*>(a.v);
+        p.partial = at<float>(scratch);
+        p.stats = at<float>(scratch, partial_bytes);
+        p.pos = a.pos + t0;
+        p.seq = a.seq + t0;
+        p.block_table = a.block_table;
+        p.n_heads = u32(H, "heads");
+        p.n_kv_heads = u32(a.Hkv, "KV heads");
+        p.n_chunks = u32(int64_t(n_chunks), "chunks");
+        p.kv_head_stride = u32(D, "head size");
+        p.pos_stride = u32(a.Hkv * D, "KV row");
+        p.scale = a.scale;
+        p.n_tokens = u32(n, "tokens");
+        p.n_seqs = u32(a.S, "sequences");
+        p.blocks_per_seq = u32(a.MB, "blocks per sequence");
+        p.block_size = u32(a.BS, "block size");
+        p.n_blocks = u32(a.n_blocks, "blocks");
+        dev.launch_hand_kernel(partial_kernel, ka::kernarg_bytes(p));
+        ka::AttnCombineArgs c{};
+        c.partial = p.partial;
+        c.stats = p.stats;
+        c.out = at<float>(va(a.out), uint64_t(t0 * H * D) * 4);
+        c.n_heads = u32(n * H, "token heads");  // the combine's rows are (token, head)
+        c.n_chunks = p.n_chunks;
+        c.head_dim = p.kv_head_stride;
+        dev.launch_hand_kernel("attn_decode_combine", ka::kernarg_bytes(c));
+    }
+}
+
+void kv_store(devices::Device& dev, const ops::KvStore& a) {
+    ka::KvStoreArgs k{};
+    k.x = a.x;
+    k.slot = a.slot;
+    k.pool = static_cast<uint16_t*>(a.pool);
+    k.out = a.out;
+    k.n_tokens = u32(a.T, "tokens");
+    k.row = u32(a.row, "row");
+    k.n_rows = u32(a.n_rows, "pool rows");
+    dev.launch_hand_kernel("kv_store_f16", ka::kernarg_bytes(k));
+}
+
+ops::Impl paged_attention_kernel(const ops::PagedAttention& a) {
+    const bool fits = a.kv_type == Type::F16 && a.window == 0 && a.Dk == a.Dv && a.Dk > 0 && a.v_pos_stride == 0 &&
+                      ka::attention_partial_kernel_for(uint32_t(a.Dk));
+    return fits ? ops::impl<ops::PagedAttention, paged_attention>(false, "amd_paged_attention") : ops::Impl{};
+}
+
 }  // namespace
 
 ops::Impl OpsDevice::op(ops::Kind kind, Type type, const void* args) const {
@@ -171,6 +248,8 @@ ops::Impl OpsDevice::op(ops::Kind kind, Type type, const void* args) const {
     if (kind == ops::Kind::QUANTIZE && type == Q8_ACTIVATIONS) own = ops::impl<ops::Quantize, q8_quantize>(false, "amd_q8_quantize");
     if (kind == ops::Kind::LINEAR) own = linear_kernel(*static_cast<const ops::Linear*>(args));
     if (kind == ops::Kind::ATTENTION) own = attention_kernel(*static_cast<const ops::Attention*>(args));
+    if (kind == ops::Kind::PAGED_ATTENTION) own = paged_attention_kernel(*static_cast<const ops::PagedAttention*>(args));
+    if (kind == ops::Kind::KV_STORE && type == Type::F16) own = ops::impl<ops::KvStore, kv_store>(false, "amd_kv_store");
     return own ? own : Device::op(kind, type, args);
 }
 

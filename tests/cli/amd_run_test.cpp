@@ -80,6 +80,27 @@ TEST_CASE("run --device AMD on the fake GPU runs every custom kernel as an AMD h
     CHECK(generated > 50);
 }
 
+TEST_CASE("bench --parallel on the fake GPU stores keys and runs paged attention as AMD hand kernels") {
+    setenv("DEBUG", "2", 1);  // one line per kernel run
+    Run r = run_with_fake_kfd("1", "bench --device AMD -p 16 -n 4 -r 1 --parallel 2", true);
+    unsetenv("DEBUG");
+    REQUIRE(r.status == 0);
+    std::istringstream lines(r.out);
+    int paged = 0, stores = 0;
+    for (std::string line; std::getline(lines, line);) {
+        size_t at = line.find("[engine]   ");
+        if (at == std::string::npos) continue;
+        std::string kernel = line.substr(at + 11, line.find(' ', at + 11) - at - 11);
+        INFO(line);
+        if (kernel.rfind("C_", 0) == 0) CHECK(kernel.rfind("C_amd_", 0) == 0);  // no host fallback
+        paged += kernel == "C_amd_paged_attention";
+        stores += kernel == "C_amd_kv_store";
+    }
+    CHECK(paged >= 5 * 2);  // 5 layers, a prefill and a decode step at least
+    CHECK(stores == 2 * paged);  // keys and values
+    CHECK(r.out.find("S=2") != std::string::npos);
+}
+
 // quant-q8_0's 256x256 Q8_0 weights are 69632 bytes, a whole number of pages: the AMD Q8_0 kernels used
 // to read one word past a weight's last block and ran into the fake KFD's guard page (SIGSEGV).
 TEST_CASE("run --device AMD on the fake GPU runs a Q8_0 model whose weights end on a page boundary") {

@@ -37,7 +37,7 @@ TEST_CASE("every kernel has an emulated twin and a code object on every target")
             if (have_code_objects()) CHECK(code_object(k.name, t).size() > 64);
         }
     }
-    CHECK(kernels().size() == 22);
+    CHECK(kernels().size() == 23);
 }
 
 TEST_CASE("kernels are found by GGUF weight type and head size") {

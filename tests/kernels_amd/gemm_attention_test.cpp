@@ -145,3 +145,114 @@ TEST_CASE("flash-attention decode (partial + combine) matches softmax attention,
 TEST_CASE("flash-attention decode runs on every target") {
     for (Target t : ALL_TARGETS) check_attention({128, 4, 2, 100}, t);
 }
+
+namespace {
+
+// A mixed batch through block tables: three sequences in a pool of 12 blocks of 16 rows whose rows
+// nobody owns hold NaN; sequence 0 decodes at position 40, sequence 1 prefills positions 0..4, sequence
+// 2 decodes at position 100 (a second chunk). Block ids are shuffled, so a wrong row reads NaN or the
+// wrong keys. Tolerance as check_attention's.
+void check_paged_attention(uint32_t D, uint32_t n_heads, uint32_t n_kv_heads, Target target) {
+    const uint32_t BS = 16, n_blocks = 12, MB = 8, S = 3, rows = n_blocks * BS, row_width = n_kv_heads * D;
+    const std::vector<int32_t> table = {7, 2, 9, 0, 0, 0, 0, 0,   // sequence 0: positions 0..47
+                                        4, 0, 0, 0, 0, 0, 0, 0,   // sequence 1: 0..15
+                                        11, 1, 5, 3, 10, 6, 8, 0};  // sequence 2: 0..111 (7 blocks)
+    const std::vector<int32_t> pos = {40, 0, 1, 2, 3, 4, 100}, seq = {0, 1, 1, 1, 1, 1, 2};
+    const uint32_t T = uint32_t(pos.size()), n_chunks = MB * BS / ATTN_CHUNK;
+    Random rng(71 + D);
+    std::vector<float> q = rng.normals(size_t{T} * n_heads * D, 2.0f);
+    std::vector<uint16_t> k(size_t{rows} * row_width, 0x7e00), v(k.size(), 0x7e00);  // NaN
+    auto row_of = [&](uint32_t s, uint32_t p) { return size_t(table[s * MB + p / BS]) * BS + p % BS; };
+    const uint32_t filled[S] = {41, 5, 101};  // positions with keys, per sequence
+    for (uint32_t s = 0; s < S; s++)
+        for (uint32_t p = 0; p < filled[s]; p++)
+            for (uint32_t i = 0; i < row_width; i++) {
+                k[row_of(s, p) * row_width + i] = f32_to_f16(rng.normal());
+                v[row_of(s, p) * row_width + i] = f32_to_f16(rng.normal());
+            }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+
+    DeviceMemory mem;
+    AttnDecodeArgs a{};
+    a.q = gpu<const float>(mem.upload(q));
+    a.k = gpu<const uint16_t>(mem.upload(k));
+    a.v = gpu<const uint16_t>(mem.upload(v));
+    a.pos = gpu<const int32_t>(mem.upload(pos));
+    a.seq = gpu<const int32_t>(mem.upload(seq));
+    a.block_table = gpu<const int32_t>(mem.upload(table));
+    uint64_t partial = mem.alloc(size_t{T} * n_heads * n_chunks * D * 4), stats = mem.alloc(size_t{T} * n_heads * n_chunks * 8);
+    a.partial = gpu<float>(partial);
+    a.stats = gpu<float>(stats);
+    a.n_heads = n_heads, a.n_kv_heads = n_kv_heads, a.n_chunks = n_chunks;
+    a.kv_head_stride = D, a.pos_stride = row_width, a.scale = scale;
+    a.n_tokens = T, a.n_seqs = S, a.blocks_per_seq = MB, a.block_size = BS, a.n_blocks = n_blocks;
+    run(*attention_partial_kernel_for(D), target, a, mem);
+    AttnCombineArgs b{};
+    b.partial = gpu<const float>(partial);
+    b.stats = gpu<const float>(stats);
+    uint64_t out = mem.alloc(size_t{T} * n_heads * D * 4);
+    b.out = gpu<float>(out);
+    b.n_heads = T * n_heads, b.n_chunks = n_chunks, b.head_dim = D;
+    run("attn_decode_combine", target, b, mem);
+
+    std::vector<double> want(size_t{T} * n_heads * D), tolerance(want.size());
+    const uint32_t group = n_heads / n_kv_heads;
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t h = 0; h < n_heads; h++) {
+            const uint32_t n_keys = uint32_t(pos[t]) + 1;
+            std::vector<double> s(n_keys);
+            double max_s = -INFINITY, sum = 0;
+            for (uint32_t p = 0; p < n_keys; p++) {
+                double dot = 0;
+                for (uint32_t d = 0; d < D; d++)
+                    dot += double(q[(size_t{t} * n_heads + h) * D + d]) * f16_to_f32(k[row_of(uint32_t(seq[t]), p) * row_width + (h / group) * D + d]);
+                s[p] = dot * scale, max_s = std::max(max_s, s[p]);
+            }
+            for (uint32_t p = 0; p < n_keys; p++) sum += s[p] = std::exp(s[p] - max_s);
+            for (uint32_t d = 0; d < D; d++) {
+                double o = 0, o_abs = 0;
+                for (uint32_t p = 0; p < n_keys; p++) {
+                    double value = f16_to_f32(v[row_of(uint32_t(seq[t]), p) * row_width + (h / group) * D + d]);
+                    o += s[p] * value, o_abs += s[p] * std::fabs(value);
+                }
+                want[(size_t{t} * n_heads + h) * D + d] = o / sum;
+                tolerance[(size_t{t} * n_heads + h) * D + d] = 2e-3 * o_abs / sum + 1e-6;
+            }
+        }
+    INFO("paged, D=" << D << " heads " << n_heads << "/" << n_kv_heads << " on " << target_name(target));
+    CHECK(worst_ratio(mem.download<float>(out, want.size()), want, tolerance) <= 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("paged flash-attention (partial + combine through block tables) matches softmax attention per sequence") {
+    for (Target t : {Target::GFX1100, Target::GFX942}) {
+        check_paged_attention(8, 8, 4, t);
+        check_paged_attention(64, 4, 2, t);
+        check_paged_attention(128, 8, 1, t);
+    }
+}
+
+TEST_CASE("kv_store_f16 writes each row to its slot as fp16 and skips slots outside the pool") {
+    const uint32_t T = 4, row = 40, n_rows = 6;
+    Random rng(81);
+    std::vector<float> x = rng.normals(size_t{T} * row, 3.0f);
+    const std::vector<int32_t> slot = {5, -1, 2, 6};
+    std::vector<uint16_t> pool(size_t{n_rows} * row, 0x1234);
+    for (Target t : ALL_TARGETS) {
+        DeviceMemory mem;
+        KvStoreArgs a{};
+        a.x = gpu<const float>(mem.upload(x));
+        a.slot = gpu<const int32_t>(mem.upload(slot));
+        uint64_t p = mem.upload(pool), out = mem.alloc(T * 4);
+        a.pool = gpu<uint16_t>(p);
+        a.out = gpu<int32_t>(out);
+        a.n_tokens = T, a.row = row, a.n_rows = n_rows;
+        run("kv_store_f16", t, a, mem);
+        std::vector<uint16_t> want = pool;
+        for (uint32_t i = 0; i < row; i++) want[5 * row + i] = f32_to_f16(x[i]), want[2 * row + i] = f32_to_f16(x[2 * row + i]);
+        INFO(target_name(t));
+        CHECK(mem.download<uint16_t>(p, pool.size()) == want);
+        CHECK(mem.download<int32_t>(out, T) == slot);
+    }
+}

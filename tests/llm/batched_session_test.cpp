@@ -7,6 +7,7 @@
 #include "llm/company.h"
 #include "llm/grammar.h"
 #include "llm/session.h"
+#include "engine/tensor.h"
 
 #include <algorithm>
 #include <atomic>
@@ -186,4 +187,33 @@ TEST_CASE("parallel session: a prompt longer than the context is refused as by t
     auto s = open(test_data::builtin_model(), 2);
     CHECK_THROWS_AS(s->generate(std::vector<int32_t>(257, 1), greedy(1)), std::length_error);
     CHECK_THROWS_AS(s->generate({}, greedy(1)), std::invalid_argument);
+}
+
+TEST_CASE("parallel session on the fake AMD GPU: four requests together give the CPU's lone ids") {
+    // stories260K on the emulated gfx1100 (TINYLLM_FAKE_KFD): the paged attention and the KV stores run
+    // as AMD hand kernels (tests/cli/amd_run_test.cpp checks which kernels run).
+    auto cpu = open(test_data::builtin_model(), 1);
+    std::vector<std::vector<int32_t>> prompts, lone;
+    for (const char* p : PROMPTS) {
+        prompts.push_back(cpu->tokenizer().encode(p, true, true));
+        cpu->reset();
+        lone.push_back(cpu->generate(prompts.back(), greedy(12)).ids);
+    }
+    setenv("TINYLLM_FAKE_KFD", "1", 1);
+    llm::SessionOptions so;
+    so.model_path = test_data::builtin_model();
+    so.n_ctx = 128;
+    so.parallel = 4;
+    so.device = "AMD";
+    std::vector<llm::GenerateResult> got;
+    {
+        auto amd = llm::open_session(so);
+        got = together(*amd, prompts, greedy(12));
+    }
+    engine::set_default_device("CPU");
+    unsetenv("TINYLLM_FAKE_KFD");
+    for (size_t i = 0; i < prompts.size(); i++) {
+        INFO("prompt " << i);
+        CHECK(got[i].ids == lone[i]);
+    }
 }
