@@ -136,7 +136,9 @@ struct Rows {
 // y[t][c] = sum_j w[c][j] . in[t+j][c] over in = concat(state, x); at start_pos 0 the state reads as zeros.
 // Batch form (seq set): the tokens of several sequences, each one's contiguous and in position order;
 // sequence seq[t] (clamped to [0, S)) carries row seq[t] of `states`, read and updated in place, and
-// starts from zeros where its first token here is at position 0; out is y alone.
+// starts from zeros where its first token here is at position 0; out is y alone. Checkpoints, when
+// load/save are set: a sequence whose first token here has load[t] >= 0 starts from row load[t] instead
+// (a saved state), and after a token with save[t] >= 0 its state is also copied to row save[t].
 struct Conv1d {
     static constexpr Kind KIND = Kind::CONV1D;
     const float* x = nullptr;      // (T, C)
@@ -147,12 +149,13 @@ struct Conv1d {
     const int32_t *pos = nullptr, *seq = nullptr;  // batch form: (T) each
     float* states = nullptr;                       // batch form: (S, K-1, C), an input written in place
     int64_t S = 0;
+    const int32_t *load = nullptr, *save = nullptr;  // batch form, optional: (T) rows of `states` or -1
 };
 
 // The gated delta rule (GatedDeltaNet, Kimi delta attention), per v head h with state S (Dv, Dk):
 // S <- S diag(e^g_t); S <- S + beta_t (v_t - S k_t) k_t^T; o_t = scale . S q_t. At start_pos 0 the
 // state reads as zeros. V head h reads q/k head h / (Hv/Hk) (interleave) or h % Hk.
-// Batch form (seq set): as Conv1d's, with `states` (S, Hv, Dv, Dk) updated in place and out o alone.
+// Batch form (seq set): as Conv1d's (checkpoints too), with `states` (S, Hv, Dv, Dk) and out o alone.
 struct DeltaRule {
     static constexpr Kind KIND = Kind::DELTA_RULE;
     const float *q = nullptr, *k = nullptr;  // (T, Hk, Dk)
@@ -167,6 +170,7 @@ struct DeltaRule {
     const int32_t *pos = nullptr, *seq = nullptr;  // batch form: (T) each
     float* states = nullptr;                       // batch form: (S, Hv, Dv, Dk), an input written in place
     int64_t S = 0;
+    const int32_t *load = nullptr, *save = nullptr;  // batch form, optional: (T) rows of `states` or -1
 };
 
 // One device's implementation of one op: runs a launch over the filled argument struct. `host`: it

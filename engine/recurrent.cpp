@@ -15,14 +15,17 @@ Tensor as_f32(const Tensor& t) { return t.dtype() == f32 ? t : t.cast(f32); }  /
 // One sequence's state shape: the single form's state, or a row of the batch form's pool.
 Shape state_row(const Tensor& state, bool pool) { return pool ? Shape(state.shape().begin() + 1, state.shape().end()) : state.shape(); }
 
-// The batch form's pool and token indices, common to both ops.
-template <class A> void batch_inputs(OpCall<A>& call, const char* op, const Tensor& states, const Tensor& pos, const Tensor& seq, const Dim& T) {
+// The batch form's pool, token indices and checkpoint rows, common to both ops.
+template <class A>
+void batch_inputs(OpCall<A>& call, const char* op, const Tensor& states, const SeqRows& rows, const Dim& T) {
     if (!states.is_realized()) fail(op, "the state pool must be a realized buffer (it is updated in place)");
-    for (const Tensor* t : {&pos, &seq})
-        if (t->ndim() != 1 || !t->dtype().is_int() || !same(t->dim(0), T))
-            fail(op, "pos and seq must be (T) integers, T = " + T.str() + ", got " + shape_str(t->shape()));
     if (!states.dim(0).is_const()) fail(op, "the state pool's row count must be a constant");
-    call.in(&A::pos, pos.cast(i32)).in(&A::seq, seq.cast(i32)).in(&A::states, states).dim(&A::S, states.dim(0));
+    if (rows.load.defined() != rows.save.defined()) fail(op, "load and save come together");
+    for (const Tensor* t : {&rows.pos, &rows.seq, &rows.load, &rows.save})
+        if (t->defined() && (t->ndim() != 1 || !t->dtype().is_int() || !same(t->dim(0), T)))
+            fail(op, "pos, seq, load and save must be (T) integers, T = " + T.str() + ", got " + shape_str(t->shape()));
+    call.in(&A::pos, rows.pos.cast(i32)).in(&A::seq, rows.seq.cast(i32)).in(&A::states, states).dim(&A::S, states.dim(0));
+    if (rows.load.defined()) call.in(&A::load, rows.load.cast(i32)).in(&A::save, rows.save.cast(i32));
 }
 
 using Conv = devices::ops::Conv1d;
@@ -75,9 +78,9 @@ ConvResult causal_conv1d(const Tensor& x, const Tensor& state, const Tensor& w, 
     return {out.slice(0, 0, T), out.slice(0, T, K - 1)};
 }
 
-Tensor causal_conv1d_seqs(const Tensor& x, const Tensor& states, const Tensor& w, const Tensor& pos, const Tensor& seq) {
+Tensor causal_conv1d_seqs(const Tensor& x, const Tensor& states, const Tensor& w, const SeqRows& rows) {
     OpCall<Conv> call = conv_call(x, states, true, w, "causal_conv1d_seqs");
-    batch_inputs(call, "causal_conv1d_seqs", states, pos, seq, x.dim(0));
+    batch_inputs(call, "causal_conv1d_seqs", states, rows, x.dim(0));
     return call.out(&Conv::out, x.shape(), f32);
 }
 
@@ -92,9 +95,9 @@ DeltaResult delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const 
 }
 
 Tensor delta_rule_seqs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& states,
-                       const Tensor& pos, const Tensor& seq, double scale, HeadMap head_map) {
+                       const SeqRows& rows, double scale, HeadMap head_map) {
     OpCall<Delta> call = delta_call(q, k, v, g, beta, states, true, scale, head_map, "delta_rule_seqs");
-    batch_inputs(call, "delta_rule_seqs", states, pos, seq, q.dim(0));
+    batch_inputs(call, "delta_rule_seqs", states, rows, q.dim(0));
     return call.out(&Delta::out, v.shape(), f32);
 }
 

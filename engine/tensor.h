@@ -403,13 +403,19 @@ struct DeltaResult { Tensor o, state; };  // o (T, Hv, Dv), state (Hv, Dv, Dk)
 DeltaResult delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                        const Tensor& state, const Dim& start_pos, double scale, HeadMap head_map = HeadMap::MODULO);
 // Their batch forms: the tokens of several sequences, each one's contiguous and in position order,
-// token t at position pos[t] of sequence seq[t] (i32 (T) each). Sequence s carries row s of `states`,
-// (S, K-1, C) or (S, Hv, Dv, Dk) f32, a realized buffer read and updated in place; a sequence whose first
-// token here is at position 0 starts from zeros. They return y (T, C) and o (T, Hv, Dv); the pool holds
-// the new states once that output is computed.
-Tensor causal_conv1d_seqs(const Tensor& x, const Tensor& states, const Tensor& w, const Tensor& pos, const Tensor& seq);
+// token t at position pos[t] of sequence seq[t]. Sequence s carries row s of `states`, (S, K-1, C) or
+// (S, Hv, Dv, Dk) f32, a realized buffer read and updated in place; a sequence whose first token here
+// is at position 0 starts from zeros. Checkpoints (load and save given): a sequence whose first token
+// here has load[t] >= 0 starts from row load[t] instead, and after a token with save[t] >= 0 its state
+// is also copied to row save[t]. They return y (T, C) and o (T, Hv, Dv); the pool holds the new states
+// once that output is computed.
+struct SeqRows {
+    Tensor pos, seq;    // (T) integers
+    Tensor load, save;  // (T) integers, -1 for none; optional (both or neither)
+};
+Tensor causal_conv1d_seqs(const Tensor& x, const Tensor& states, const Tensor& w, const SeqRows& rows);
 Tensor delta_rule_seqs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& states,
-                       const Tensor& pos, const Tensor& seq, double scale, HeadMap head_map = HeadMap::MODULO);
+                       const SeqRows& rows, double scale, HeadMap head_map = HeadMap::MODULO);
 
 // ---------------------------------------------------------------------------------------------------
 

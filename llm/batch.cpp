@@ -29,9 +29,10 @@ BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(mod
     block_size_ = o.block_size;
     blocks_per_seq_ = div_up(o.n_ctx, o.block_size);
     const int n_blocks = o.n_blocks > 0 ? o.n_blocks : o.max_seqs * blocks_per_seq_;
-    pool_ = model.new_kv_pool(n_blocks, o.block_size, o.max_seqs, o.kv_f16 ? engine::f16 : engine::f32);
-    // A recurrent state sums up every position before it: no prefix of it can be shared by blocks.
-    if (pool_.recurrent()) o_.prefix_cache = false;
+    pool_ = model.new_kv_pool(n_blocks, o.block_size, o.max_seqs, o.kv_f16 ? engine::f16 : engine::f32,
+                              o.prefix_cache ? (o.n_checkpoints >= 0 ? o.n_checkpoints : 3 * o.max_seqs) : 0);
+    recurrent_ = pool_.recurrent();
+    checkpoints_.resize(size_t(pool_.n_checkpoints));
     std::vector<Tensor> zeroed;  // a row nobody wrote is read by nobody, but keep the pool free of NaN bits
     for (auto* pools : {&pool_.k, &pool_.v, &pool_.conv, &pool_.ssm})
         for (Tensor& t : *pools)
@@ -50,11 +51,12 @@ BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(mod
     // much of them this step uses.
     n_tokens_ = engine::Var("n_tokens", 1, o.token_budget);
     n_rows_ = engine::Var("n_rows", 1, o.max_seqs);
-    for (Tensor* t : {&in_tokens_, &in_positions_, &in_slots_, &in_seq_}) *t = Tensor::empty({o.token_budget}, engine::i32);
+    for (Tensor* t : {&in_tokens_, &in_positions_, &in_slots_, &in_seq_, &in_load_, &in_save_}) *t = Tensor::empty({o.token_budget}, engine::i32);
     in_logit_rows_ = Tensor::empty({o.max_seqs}, engine::i32);
     jit_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
         auto t = [&](int i) { return in[size_t(i)].slice(0, 0, n_tokens_); };
         PagedBatch b{t(1), t(2), t(3), in[5], block_size_};
+        if (in.size() > 6) b.state_load = t(6), b.state_save = t(7);
         return std::vector<Tensor>{model_.forward_batch(t(0), b, in[4].slice(0, 0, n_rows_), pool_)};
     });
 }
@@ -117,6 +119,7 @@ void BatchRunner::register_full_blocks(Seq& s) {
     while ((s.n_registered + 1) * block_size_ <= s.n_past) {
         const int32_t* tokens = s.tokens.data() + size_t(s.n_registered) * size_t(block_size_);
         const uint64_t h = chain_hash(s.chain, tokens);
+        s.chains.push_back(h);
         Block& k = blocks_[size_t(s.blocks[size_t(s.n_registered)])];
         if (!k.cached && !cache_.contains(h)) {
             k.cached = true, k.hash = h, k.tokens.assign(tokens, tokens + block_size_);
@@ -131,15 +134,26 @@ void BatchRunner::register_full_blocks(Seq& s) {
 bool BatchRunner::admit(Seq& s) {
     if (free_rows_.empty()) return false;
     std::vector<int32_t> shared;
-    uint64_t chain = hash_key_;
+    std::vector<uint64_t> chains;
     if (o_.prefix_cache)
         for (int i = 0; (i + 1) * block_size_ <= s.n_prompt - 1; i++) {
             const int32_t* tokens = s.tokens.data() + size_t(i) * size_t(block_size_);
-            const uint64_t h = chain_hash(chain, tokens);
+            const uint64_t h = chain_hash(chains.empty() ? hash_key_ : chains.back(), tokens);
             auto it = cache_.find(h);
             if (it == cache_.end() || !std::equal(tokens, tokens + block_size_, blocks_[size_t(it->second)].tokens.begin())) break;
-            shared.push_back(it->second), chain = h;
+            shared.push_back(it->second), chains.push_back(h);
         }
+    int load = -1;  // recurrent: only as far as a checkpoint holds the state
+    if (recurrent_) {
+        while (!shared.empty()) {
+            auto it = checkpoints_by_chain_.find(chains.back());
+            if (it != checkpoints_by_chain_.end() && checkpoints_[size_t(it->second)].blocks == int(shared.size())) {
+                load = it->second;
+                break;
+            }
+            shared.pop_back(), chains.pop_back();
+        }
+    }
     for (int32_t b : shared) ref(b);  // now they cannot be evicted for the fresh ones
     const int n_fresh = div_up(s.n_reserved, block_size_) - int(shared.size());
     if (int(free_blocks_.size() + evictable_.size()) < n_fresh) {
@@ -155,9 +169,71 @@ bool BatchRunner::admit(Seq& s) {
     s.row = free_rows_.back(), free_rows_.pop_back();
     std::copy(s.blocks.begin(), s.blocks.end(), table_.begin() + ptrdiff_t(s.row) * blocks_per_seq_);
     s.n_past = s.n_cached = int(shared.size()) * block_size_;
-    s.n_registered = int(shared.size()), s.chain = chain;
+    s.n_registered = int(shared.size()), s.chain = chains.empty() ? hash_key_ : chains.back(), s.chains = chains;
     prefix_hit_tokens_ += s.n_cached;
+    if (recurrent_) {
+        if (load >= 0) {
+            Checkpoint& c = checkpoints_[size_t(load)];
+            c.pins++, c.last_used = ++clock_;
+            s.load_slot = load;
+        }
+        s.prompt_blocks = (s.n_prompt - 1) / block_size_;
+        if (o_.prefix_cache && s.prompt_blocks * block_size_ > s.n_past) s.prompt_slot = take_checkpoint(s.id);
+    }
     return true;
+}
+
+// --- recurrent checkpoints -------------------------------------------------------------------------
+
+int BatchRunner::take_checkpoint(int owner) {
+    int best = -1;
+    for (int i = 0; i < int(checkpoints_.size()); i++) {
+        const Checkpoint& c = checkpoints_[size_t(i)];
+        if (c.owner >= 0 || c.pins > 0) continue;
+        if (!c.saved) {
+            best = i;
+            break;
+        }
+        if (best < 0 || c.last_used < checkpoints_[size_t(best)].last_used) best = i;
+    }
+    if (best < 0) return -1;
+    Checkpoint& c = checkpoints_[size_t(best)];
+    unlist(c);
+    c = Checkpoint{};
+    c.owner = owner;
+    return best;
+}
+
+void BatchRunner::unlist(Checkpoint& c) {
+    if (c.listed) checkpoints_by_chain_.erase(c.chain);
+    c.listed = false;
+}
+
+// The row the state after position pos is saved to: the prompt's last block boundary, or a later one.
+int32_t BatchRunner::save_mark(Seq& s, int pos) {
+    if (!recurrent_ || !o_.prefix_cache || (pos + 1) % block_size_) return -1;
+    const int blocks = (pos + 1) / block_size_;
+    if (blocks == s.prompt_blocks && s.prompt_slot >= 0) return int32_t(pool_.n_seqs + s.prompt_slot);
+    if (blocks <= s.prompt_blocks) return -1;
+    if (s.tail_slot < 0) s.tail_slot = take_checkpoint(s.id);
+    if (s.tail_slot < 0) return -1;
+    Checkpoint& c = checkpoints_[size_t(s.tail_slot)];
+    c.saved = false, c.blocks = blocks;  // saved once the step ran
+    return int32_t(pool_.n_seqs + s.tail_slot);
+}
+
+// A leaving sequence's checkpoints stay for later sequences: the prompt's (listed since it was saved)
+// and the last one it generated past, unless an equal one is listed already.
+void BatchRunner::release_checkpoints(Seq& s) {
+    if (s.load_slot >= 0) checkpoints_[size_t(s.load_slot)].pins--, s.load_slot = -1;  // it never started
+    for (int* slot : {&s.prompt_slot, &s.tail_slot}) {
+        if (*slot < 0) continue;
+        Checkpoint& c = checkpoints_[size_t(*slot)];
+        c.owner = -1, c.last_used = ++clock_;
+        if (c.saved && !c.listed && !checkpoints_by_chain_.contains(c.chain)) c.listed = true, checkpoints_by_chain_[c.chain] = *slot;
+        if (!c.listed) c = Checkpoint{};
+        *slot = -1;
+    }
 }
 
 void BatchRunner::release(Seq& s) {
@@ -191,6 +267,7 @@ void BatchRunner::finish(int id) {
         auto it = std::find_if(list->begin(), list->end(), [id](const std::unique_ptr<Seq>& s) { return s->id == id; });
         if (it == list->end()) continue;
         if ((*it)->row >= 0) release(**it);
+        release_checkpoints(**it);
         list->erase(it);
         return;
     }
@@ -205,6 +282,8 @@ bool BatchRunner::has_input() const {
 }
 
 void BatchRunner::drop_cache() {
+    for (Checkpoint& c : checkpoints_)
+        if (c.owner < 0 && c.pins == 0) unlist(c), c = Checkpoint{};
     for (const auto& [last_used, b] : evictable_) {
         Block& k = blocks_[size_t(b)];
         cache_.erase(k.hash);
@@ -232,6 +311,7 @@ PoolStats BatchRunner::stats() const {
     p.block_size = block_size_;
     p.prefix_hit_tokens = prefix_hit_tokens_;
     p.pool_bytes = pool_bytes_;
+    p.checkpoints = int(std::count_if(checkpoints_.begin(), checkpoints_.end(), [](const Checkpoint& c) { return c.saved; }));
     return p;
 }
 
@@ -239,12 +319,16 @@ std::vector<SeqLogits> BatchRunner::step() {
     while (!waiting_.empty() && admit(*waiting_.front())) running_.push_back(std::move(waiting_.front())), waiting_.erase(waiting_.begin());
 
     // Pack: decoding sequences' next tokens first, then prefill chunks in admission order.
-    std::vector<int32_t> tokens, positions, slots, seq, logit_rows;
+    std::vector<int32_t> tokens, positions, slots, seq, logit_rows, load, save;
+    std::vector<int> loaded;    // the checkpoints sequences start from in this step
     std::vector<Seq*> sampled;  // the sequence of each logit row
     auto push_token = [&](Seq& s) {
         const int p = s.n_past++;
         tokens.push_back(s.tokens[size_t(p)]), positions.push_back(p), seq.push_back(s.row);
         slots.push_back(s.blocks[size_t(p / block_size_)] * block_size_ + p % block_size_);
+        load.push_back(s.load_slot >= 0 ? int32_t(pool_.n_seqs + s.load_slot) : -1);
+        if (s.load_slot >= 0) loaded.push_back(s.load_slot), s.load_slot = -1;  // its first token only
+        save.push_back(save_mark(s, p));
     };
     for (auto& s : running_)
         if (!s->awaiting && s->n_past >= s->n_prompt && int(s->tokens.size()) > s->n_past) {
@@ -270,9 +354,26 @@ std::vector<SeqLogits> BatchRunner::step() {
     in_logit_rows_.copy_from(logit_rows.data(), logit_rows.size() * 4);
     if (!block_table_.defined()) block_table_ = Tensor::empty({o_.max_seqs, blocks_per_seq_}, engine::i32);
     block_table_.copy_from(table_.data(), table_.size() * 4);
-    logits_ = (*jit_)({in_tokens_, in_positions_, in_slots_, in_seq_, in_logit_rows_, block_table_})[0].to_vector<float>();
+    std::vector<Tensor> inputs = {in_tokens_, in_positions_, in_slots_, in_seq_, in_logit_rows_, block_table_};
+    if (recurrent_) {
+        in_load_.copy_from(load.data(), load.size() * 4), in_save_.copy_from(save.data(), save.size() * 4);
+        inputs.push_back(in_load_), inputs.push_back(in_save_);
+    }
+    logits_ = (*jit_)(inputs)[0].to_vector<float>();
 
     for (auto& s : running_) register_full_blocks(*s);
+    // The checkpoints this step saved: the prompt's is listed at once (it is never written again), a
+    // later one when its sequence leaves (until then the next boundary overwrites it).
+    for (int index : loaded) checkpoints_[size_t(index)].pins--;
+    for (size_t t = 0; t < save.size(); t++) {
+        if (save[t] < 0) continue;
+        const int index = save[t] - pool_.n_seqs;
+        Checkpoint& c = checkpoints_[size_t(index)];
+        const Seq* s = find(c.owner);
+        c.blocks = (positions[t] + 1) / block_size_;
+        c.chain = s->chains[size_t(c.blocks - 1)], c.saved = true, c.last_used = ++clock_;
+        if (index == s->prompt_slot && !checkpoints_by_chain_.contains(c.chain)) c.listed = true, checkpoints_by_chain_[c.chain] = index;
+    }
     const size_t V = size_t(model_.config().n_vocab);
     std::vector<SeqLogits> out;
     for (size_t r = 0; r < sampled.size(); r++) {

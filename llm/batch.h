@@ -3,7 +3,11 @@
 // prefill chunks into one forward per step, replayed from one capture whose token count is symbolic. Full
 // blocks stay cached by their content after their sequence leaves: a new sequence whose prompt starts
 // with the same tokens shares them (reference-counted) instead of recomputing them; unreferenced
-// cached blocks are reused least recently used first when the pool has no free one.
+// cached blocks are reused least recently used first when the pool has no free one. A model with
+// recurrent layers shares a prefix only where a checkpoint holds the recurrent state after it: each
+// sequence saves its state at the last block boundary of its prompt (a regenerate or an edited message
+// resumes there) and at every block boundary it generates past (the next turn of a chat resumes at the
+// last one); checkpoints are kept least recently used.
 //
 // The runner computes logits; choosing tokens is the caller's (llm/batched_session.cpp gives each
 // sequence its own sampler, grammar and callbacks).
@@ -31,6 +35,7 @@ struct BatchOptions {
     int token_budget = 64;    // tokens per step (at most 512): every decoding sequence's next token, then prefill chunks
     bool kv_f16 = true;
     bool prefix_cache = true;  // share full blocks of equal prompt prefixes
+    int n_checkpoints = -1;    // recurrent models: saved states kept for prefix sharing (-1: 3 per sequence)
 };
 
 struct BatchRequest {
@@ -61,11 +66,11 @@ struct PoolStats {
     int block_size = 0;
     int64_t pool_bytes = 0;         // keys and values of every layer
     int64_t prefix_hit_tokens = 0;  // prompt positions served from the cache, since the start
+    int checkpoints = 0;            // recurrent states saved at block boundaries, kept for prefix sharing
 };
 
 class BatchRunner {
 public:
-    // For a model with recurrent layers, prefix_cache is off (their state cannot be shared by blocks).
     BatchRunner(const Model& model, const BatchOptions& options);
     ~BatchRunner();
 
@@ -103,7 +108,19 @@ private:
         int n_cached = 0;              // prompt positions shared from the cache
         int n_registered = 0;          // leading blocks that are in the prefix cache
         uint64_t chain = 0;            // the content hash of those blocks
+        std::vector<uint64_t> chains;  // the content hash of blocks 0..i, for each registered block i
         bool awaiting = false;         // its logits are out; it waits for push()
+        // Recurrent layers: the checkpoint its first step starts from, the last block boundary of its
+        // prompt, the checkpoints it saves at that boundary and at later ones (the latest only).
+        int load_slot = -1, prompt_blocks = 0, prompt_slot = -1, tail_slot = -1, tail_blocks = 0;
+    };
+    struct Checkpoint {               // pool state row n_seqs + index
+        int owner = -1;                // the running sequence that saves into it, or -1
+        bool saved = false;            // holds the state after `blocks` blocks of content hash `chain`
+        bool listed = false;           // in checkpoints_by_chain_ (a sequence may start from it)
+        int pins = 0;                  // admitted sequences that have yet to start from it
+        int blocks = 0;
+        uint64_t chain = 0, last_used = 0;
     };
     struct Block {
         int refs = 0;
@@ -119,6 +136,10 @@ private:
     void unref(int32_t b);
     uint64_t chain_hash(uint64_t parent, const int32_t* tokens) const;
     void register_full_blocks(Seq& s);
+    int take_checkpoint(int owner);      // a free or least recently used unowned checkpoint, or -1
+    void unlist(Checkpoint& c);
+    void release_checkpoints(Seq& s);    // its checkpoints stay, listed, for later sequences
+    int32_t save_mark(Seq& s, int pos);  // the checkpoint row the state after position pos goes to, or -1
     Seq* find(int id) const;
 
     const Model& model_;
@@ -133,6 +154,9 @@ private:
     int64_t prefix_hit_tokens_ = 0, pool_bytes_ = 0;
     std::vector<int> free_rows_;
     std::vector<int32_t> table_;        // (max_seqs, blocks_per_seq) block ids of each running sequence
+    bool recurrent_ = false;
+    std::vector<Checkpoint> checkpoints_;
+    std::unordered_map<uint64_t, int> checkpoints_by_chain_;
     std::vector<std::unique_ptr<Seq>> waiting_, running_;
     int next_id_ = 0;
     int block_size_ = 0;
@@ -140,6 +164,7 @@ private:
     Tensor in_tokens_, in_positions_, in_slots_, in_seq_;  // (token_budget) i32: the step's tokens, their positions,
                                                            // pool rows and table rows
     Tensor in_logit_rows_;                                 // (max_seqs) i32: the tokens whose logits are read
+    Tensor in_load_, in_save_;                             // (token_budget) i32: checkpoint rows (recurrent)
     Tensor block_table_;                // (max_seqs, blocks_per_seq) i32, table_ on the device
     engine::Var n_tokens_{"n_tokens", 1, 1}, n_rows_{"n_rows", 1, 1};  // how much of the inputs a step uses
     std::unique_ptr<engine::Jit> jit_;

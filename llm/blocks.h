@@ -37,6 +37,7 @@ struct PagedBatch {
     Tensor seq;          // (T) i32 rows of block_table
     Tensor block_table;  // (S, MB) i32 block ids: position p of sequence s is row table[s, p / BS] * BS + p % BS
     int block_size = 0;  // BS
+    Tensor state_load, state_save;  // (T) i32 recurrent checkpoint rows or -1 (engine::SeqRows); optional
 };
 
 // --- attention (llm/attention.cpp): GQA, RoPE, qkv bias, q/k norm ------------------------------------

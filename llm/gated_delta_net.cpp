@@ -23,7 +23,7 @@ Dims dims_of(const ModelConfig& c) {
 }  // namespace
 
 Tensor RecurrentState::conv(const Tensor& x, const Tensor& w) {
-    if (batch_) return engine::causal_conv1d_seqs(x, conv_pool_, w, batch_->positions, batch_->seq);
+    if (batch_) return engine::causal_conv1d_seqs(x, conv_pool_, w, {batch_->positions, batch_->seq, batch_->state_load, batch_->state_save});
     engine::ConvResult r = engine::causal_conv1d(x, one_->conv, w, start_pos_);
     one_->conv.assign(r.state);
     return r.y;
@@ -31,7 +31,9 @@ Tensor RecurrentState::conv(const Tensor& x, const Tensor& w) {
 
 Tensor RecurrentState::delta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta, double scale,
                              engine::HeadMap head_map) {
-    if (batch_) return engine::delta_rule_seqs(q, k, v, g, beta, ssm_pool_, batch_->positions, batch_->seq, scale, head_map);
+    if (batch_)
+        return engine::delta_rule_seqs(q, k, v, g, beta, ssm_pool_, {batch_->positions, batch_->seq, batch_->state_load, batch_->state_save},
+                                       scale, head_map);
     engine::DeltaResult r = engine::delta_rule(q, k, v, g, beta, one_->ssm, start_pos_, scale, head_map);
     one_->ssm.assign(r.state);
     return r.o;

@@ -88,15 +88,15 @@ bool KvPool::recurrent() const {
     return std::any_of(conv.begin(), conv.end(), [](const Tensor& t) { return t.defined(); });
 }
 
-KvPool Model::new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype) const {
-    if (n_blocks <= 0 || block_size <= 0 || n_seqs <= 0)
+KvPool Model::new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype, int n_checkpoints) const {
+    if (n_blocks <= 0 || block_size <= 0 || n_seqs <= 0 || n_checkpoints < 0)
         throw std::invalid_argument("[model] new_kv_pool: n_blocks, block_size and n_seqs must be positive");
     KvPool p;
     p.n_blocks = n_blocks, p.block_size = block_size, p.n_seqs = n_seqs;
     const int64_t rows = int64_t(n_blocks) * block_size;
-    auto per_seq = [&](const Tensor& one) {  // n_seqs of a sequence's state
+    auto per_seq = [&](const Tensor& one) {  // a sequence's state, per sequence and checkpoint
         engine::Shape shape = one.shape();
-        shape.insert(shape.begin(), n_seqs);
+        shape.insert(shape.begin(), n_seqs + n_checkpoints);
         return Tensor::empty(shape, one.dtype());
     };
     p.k.resize(size_t(config_.n_layer)), p.v.resize(size_t(config_.n_layer));
@@ -117,6 +117,7 @@ KvPool Model::new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DTyp
             }
         }
     }
+    if (p.recurrent()) p.n_checkpoints = n_checkpoints;
     return p;
 }
 

@@ -25,9 +25,10 @@ struct State {
 struct KvPool {
     std::vector<Tensor> k, v;  // per layer: (n_blocks * block_size, Hkv, Dk), (.., Hkv, Dv) f16/f32; an MLA
                                // layer's k is (.., 1, R + Dr) and its v is unset
-    std::vector<Tensor> conv, ssm;  // per layer: recurrent (n_seqs, K-1, C), (n_seqs, Hv, Dv, Dk) f32; else unset
-    int n_blocks = 0, block_size = 0, n_seqs = 0;
-    bool recurrent() const;  // any recurrent layer: a sequence's state cannot be shared by prefix
+    std::vector<Tensor> conv, ssm;  // per layer: recurrent (n_seqs + n_checkpoints, K-1, C), (.., Hv, Dv, Dk) f32;
+                                    // else unset. Rows past n_seqs keep saved states (checkpoints).
+    int n_blocks = 0, block_size = 0, n_seqs = 0, n_checkpoints = 0;
+    bool recurrent() const;  // any recurrent layer: blocks alone do not hold a sequence's state
 };
 
 struct Layer {
@@ -55,8 +56,9 @@ public:
     // of `b` (each sequence's tokens contiguous and in position order), writing their keys and values
     // and recurrent states into `pool`. Logits (R, V) of the tokens at rows logit_rows (R) i32.
     Tensor forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const;
-    // A pool for n_seqs block table rows; attention layers' rows in `kv_dtype` (f16 or f32).
-    KvPool new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype) const;
+    // A pool for n_seqs block table rows (and n_checkpoints saved recurrent states, for a model with
+    // recurrent layers); attention layers' rows in `kv_dtype` (f16 or f32).
+    KvPool new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype, int n_checkpoints = 0) const;
     // The final hidden states (T, D) after output_norm, without the output matmul: what embeddings pool.
     Tensor hidden(const Tensor& tokens, const Dim& start_pos, State& state) const;
 

@@ -159,28 +159,74 @@ TEST_CASE("batch: random qwen3next, qwen35, qwen35moe and kimi-linear (recurrent
         check(test_data::shared(std::string("models/") + m + ".gguf"), true);
 }
 
-TEST_CASE("batch: a recurrent model shares no prefix blocks (its state is not in them)") {
+namespace {
+
+// Greedy: the logits after the prompt and after each generated token (n_gen of them in all).
+std::vector<std::vector<float>> greedy_logits(llm::BatchRunner& runner, const std::vector<int32_t>& prompt, int n_gen,
+                                              std::vector<int32_t>* generated = nullptr) {
+    llm::BatchRequest q;
+    q.prompt = prompt, q.max_tokens = n_gen;
+    const int id = runner.add(q);
+    std::vector<std::vector<float>> out;
+    while (int(out.size()) < n_gen)
+        for (const llm::SeqLogits& l : runner.step()) {
+            REQUIRE(l.id == id);
+            out.emplace_back(l.logits.begin(), l.logits.end());
+            if (generated) generated->push_back(llm::argmax(l.logits));
+            if (int(out.size()) == n_gen) runner.finish(id);
+            else REQUIRE(runner.push(id, llm::argmax(l.logits)));
+        }
+    return out;
+}
+
+float max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    float top = 1, d = 0;
+    for (size_t i = 0; i < a.size(); i++) top = std::max(top, std::fabs(a[i])), d = std::max(d, std::fabs(a[i] - b[i]));
+    return d / top;
+}
+
+}  // namespace
+
+TEST_CASE("batch: a recurrent model resumes a repeated prompt or the next turn from a checkpoint of its state") {
     REQUIRE_SHARED_DATA();
-    auto model = llm::Model::load(test_data::shared("models/random-qwen3next-f32.gguf"));
-    llm::BatchOptions bo;
-    bo.n_ctx = 64, bo.max_seqs = 2, bo.token_budget = 16;
-    llm::BatchRunner runner(*model, bo);
-    std::vector<int32_t> prompt(40);
-    for (size_t i = 0; i < prompt.size(); i++) prompt[i] = int32_t(10 + i);
-    std::vector<std::vector<float>> logits;
-    for (int round = 0; round < 2; round++) {
-        llm::BatchRequest q;
-        q.prompt = prompt, q.max_tokens = 1;
-        const int id = runner.add(q);
-        for (bool done = false; !done;)
-            for (const llm::SeqLogits& l : runner.step()) {
-                logits.emplace_back(l.logits.begin(), l.logits.end());
-                runner.finish(l.id), done = true;
-                CHECK(l.id == id);
-            }
+    for (const char* m : {"random-qwen3next-f32", "random-kimi-linear-f32"}) {
+        INFO(m);
+        auto model = llm::Model::load(test_data::shared(std::string("models/") + m + ".gguf"));
+        llm::BatchOptions bo;
+        bo.n_ctx = 128, bo.max_seqs = 2, bo.token_budget = 16;
+        llm::BatchRunner runner(*model, bo);
+        bo.prefix_cache = false;
+        llm::BatchRunner fresh(*model, bo);  // every prompt from scratch
+        std::vector<int32_t> prompt(40);
+        for (size_t i = 0; i < prompt.size(); i++) prompt[i] = int32_t(10 + 7 * i % 50);
+
+        // Turn 1 saves the state after 32 prompt tokens (the last block boundary before its last token)
+        // and, generating to position 69, after 64.
+        std::vector<int32_t> reply;
+        const auto first = greedy_logits(runner, prompt, 30, &reply);
+        CHECK(runner.stats().checkpoints == 2);
+        CHECK(runner.stats().prefix_hit_tokens == 0);
+        // The same prompt again (a regenerate): 32 positions from the cache, the same logits.
+        const auto again = greedy_logits(runner, prompt, 1);
+        CHECK(runner.stats().prefix_hit_tokens == 32);
+        CHECK(max_relative_difference(again[0], first[0]) <= 1e-5f);
+        // The next turn (the conversation so far plus new tokens) resumes after 64.
+        std::vector<int32_t> turn2 = prompt;
+        turn2.insert(turn2.end(), reply.begin(), reply.end() - 1);  // the last reply token was never fed
+        for (int i = 0; i < 10; i++) turn2.push_back(int32_t(60 + i));
+        const auto resumed = greedy_logits(runner, turn2, 4);
+        CHECK(runner.stats().prefix_hit_tokens == 32 + 64);
+        const auto scratch = greedy_logits(fresh, turn2, 4);
+        CHECK(fresh.stats().prefix_hit_tokens == 0);
+        for (size_t i = 0; i < resumed.size(); i++) CHECK(max_relative_difference(resumed[i], scratch[i]) <= 1e-3f);
+        // A prompt that shares only its first block has no checkpoint there: computed from scratch.
+        std::vector<int32_t> other(prompt.begin(), prompt.begin() + 20);
+        other.insert(other.end(), 20, 3);
+        const int64_t hits = runner.stats().prefix_hit_tokens;
+        const auto other_logits = greedy_logits(runner, other, 1);
+        CHECK(runner.stats().prefix_hit_tokens == hits);
+        CHECK(max_relative_difference(other_logits[0], greedy_logits(fresh, other, 1)[0]) <= 1e-5f);
     }
-    CHECK(runner.stats().prefix_hit_tokens == 0);
-    CHECK(logits[0] == logits[1]);  // the second run started from a zero state, not the first's leftovers
 }
 
 TEST_CASE("batch: a prompt longer than n_ctx is refused when added, a long max_tokens is cut at n_ctx") {

@@ -205,8 +205,8 @@ TEST_CASE("recurrent: the batch forms run each sequence's tokens from its own po
     Tensor pos_t = Tensor::from_vector(pos, {T}), seq_t = Tensor::from_vector(seq, {T});
     Tensor o = engine::delta_rule_seqs(Tensor::from_vector(c.q, {T, Hk, D}), Tensor::from_vector(c.k, {T, Hk, D}),
                                        Tensor::from_vector(c.v, {T, Hv, D}), Tensor::from_vector(c.g, {T, Hv, 1}),
-                                       Tensor::from_vector(c.beta, {T, Hv}), ssm_pool, pos_t, seq_t, scale, engine::HeadMap::INTERLEAVE);
-    Tensor y = engine::causal_conv1d_seqs(Tensor::from_vector(x, {T, C}), conv_pool, Tensor::from_vector(w, {C, K}), pos_t, seq_t);
+                                       Tensor::from_vector(c.beta, {T, Hv}), ssm_pool, {pos_t, seq_t}, scale, engine::HeadMap::INTERLEAVE);
+    Tensor y = engine::causal_conv1d_seqs(Tensor::from_vector(x, {T, C}), conv_pool, Tensor::from_vector(w, {C, K}), {pos_t, seq_t});
     const std::vector<float> got_o = o.to_vector<float>(), got_y = y.to_vector<float>();
     const std::vector<float> ssm_after = ssm_pool.to_vector<float>(), conv_after = conv_pool.to_vector<float>();
 
@@ -226,4 +226,58 @@ TEST_CASE("recurrent: the batch forms run each sequence's tokens from its own po
     }
     CHECK(row(ssm_after, ssm_row, 1) == row(ssm, ssm_row, 1));
     CHECK(row(conv_after, conv_row, 1) == row(conv, conv_row, 1));
+}
+
+TEST_CASE("recurrent: the batch forms start a sequence from a checkpoint row and save its state after a marked token") {
+    // Row 0 prefills 20 tokens from position 0 and saves its state after token 15 (position 16, a block
+    // boundary) to row 2; row 1 starts at position 16 from checkpoint row 3 (which must stay unchanged).
+    const int S = 4, T = 25, Hk = 1, Hv = 2, D = 16, C = 6, K = 4;
+    const float scale = 0.25f;
+    DeltaCase c = make_case(T, Hk, Hv, D, D, false, 33);  // per-channel decay (KDA)
+    std::mt19937 rng(13);
+    std::vector<float> ssm = randn(size_t(S * Hv * D * D), rng, 0.3f), conv = randn(size_t(S * (K - 1) * C), rng);
+    std::vector<float> x = randn(size_t(T * C), rng), w = randn(size_t(C * K), rng);
+    std::vector<int32_t> pos, seq, load(T, -1), save(T, -1);
+    for (int i = 0; i < 20; i++) pos.push_back(i), seq.push_back(0);
+    for (int i = 0; i < 5; i++) pos.push_back(16 + i), seq.push_back(1);
+    save[15] = 2, load[20] = 3;
+
+    Tensor ssm_pool = Tensor::from_vector(ssm, {S, Hv, D, D}), conv_pool = Tensor::from_vector(conv, {S, K - 1, C});
+    engine::SeqRows rows{Tensor::from_vector(pos, {T}), Tensor::from_vector(seq, {T}), Tensor::from_vector(load, {T}), Tensor::from_vector(save, {T})};
+    const std::vector<float> got_o = engine::delta_rule_seqs(Tensor::from_vector(c.q, {T, Hk, D}), Tensor::from_vector(c.k, {T, Hk, D}),
+                                                             Tensor::from_vector(c.v, {T, Hv, D}), Tensor::from_vector(c.g, {T, Hv, D}),
+                                                             Tensor::from_vector(c.beta, {T, Hv}), ssm_pool, rows, scale)
+                                         .to_vector<float>();
+    const std::vector<float> got_y = engine::causal_conv1d_seqs(Tensor::from_vector(x, {T, C}), conv_pool, Tensor::from_vector(w, {C, K}), rows).to_vector<float>();
+    const std::vector<float> ssm_after = ssm_pool.to_vector<float>(), conv_after = conv_pool.to_vector<float>();
+
+    const size_t ssm_row = size_t(Hv * D * D), conv_row = size_t((K - 1) * C);
+    auto row = [](const std::vector<float>& v, size_t n, int r) { return std::vector<float>(v.begin() + r * n, v.begin() + (r + 1) * n); };
+    auto slice = [](const std::vector<float>& v, size_t per_token, int t0, int n) {
+        return std::vector<float>(v.begin() + t0 * per_token, v.begin() + (t0 + n) * per_token);
+    };
+    auto conv_single = [&](int t0, int n, const std::vector<float>& state, int64_t p) {
+        return engine::causal_conv1d(Tensor::from_vector(slice(x, C, t0, n), {n, C}), Tensor::from_vector(state, {K - 1, C}),
+                                     Tensor::from_vector(w, {C, K}), p);
+    };
+    // Row 0: tokens 0..15 from zeros (the saved state), then 16..19.
+    DeltaRun a1 = run_delta(c, 0, 16, row(ssm, ssm_row, 0), 0, scale), a2 = run_delta(c, 16, 4, a1.state, 16, scale);
+    CHECK(slice(got_o, Hv * D, 0, 16) == a1.o);
+    CHECK(slice(got_o, Hv * D, 16, 4) == a2.o);
+    CHECK(row(ssm_after, ssm_row, 2) == a1.state);
+    CHECK(row(ssm_after, ssm_row, 0) == a2.state);
+    engine::ConvResult c1 = conv_single(0, 16, row(conv, conv_row, 0), 0), c2 = conv_single(16, 4, c1.state.to_vector<float>(), 16);
+    CHECK(slice(got_y, C, 0, 16) == c1.y.to_vector<float>());
+    CHECK(slice(got_y, C, 16, 4) == c2.y.to_vector<float>());
+    CHECK(row(conv_after, conv_row, 2) == c1.state.to_vector<float>());
+    CHECK(row(conv_after, conv_row, 0) == c2.state.to_vector<float>());
+    // Row 1: from checkpoint row 3, which stays as it was.
+    DeltaRun b = run_delta(c, 20, 5, row(ssm, ssm_row, 3), 16, scale);
+    CHECK(slice(got_o, Hv * D, 20, 5) == b.o);
+    CHECK(row(ssm_after, ssm_row, 1) == b.state);
+    CHECK(row(ssm_after, ssm_row, 3) == row(ssm, ssm_row, 3));
+    engine::ConvResult cb = conv_single(20, 5, row(conv, conv_row, 3), 16);
+    CHECK(slice(got_y, C, 20, 5) == cb.y.to_vector<float>());
+    CHECK(row(conv_after, conv_row, 1) == cb.state.to_vector<float>());
+    CHECK(row(conv_after, conv_row, 3) == row(conv, conv_row, 3));
 }

@@ -36,19 +36,24 @@ using f32x8 = float __attribute__((vector_size(32)));
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-// A run of one sequence's tokens [t0, t1) in a batch form's arguments (the whole call otherwise).
+// A run of one sequence's tokens [t0, t1) in a batch form's arguments.
 struct Segment {
     int64_t t0, t1;
-    int64_t row;  // its states row
-    bool reset;   // its first token is at position 0
+    int64_t row;       // its states row, which it updates
+    int64_t from;      // the row it starts from: its own, or a checkpoint's
+    int64_t save;      // a row that also gets the state it ends with, or -1
+    bool reset;        // its first token is at position 0
 };
 
-// The batch form's runs of equal seq, in order.
+// The batch form's runs of equal seq, also cut after a token whose state is saved, in order.
 template <class A> std::vector<Segment> segments(const A& a) {
     std::vector<Segment> out;
+    auto saves = [&](int64_t t) { return a.save && a.save[t] >= 0; };
     for (int64_t t0 = 0, t1; t0 < a.T; t0 = t1) {
-        for (t1 = t0 + 1; t1 < a.T && a.seq[t1] == a.seq[t0];) t1++;
-        out.push_back({t0, t1, std::clamp<int64_t>(a.seq[t0], 0, a.S - 1), a.pos[t0] == 0});
+        for (t1 = t0 + 1; t1 < a.T && a.seq[t1] == a.seq[t0] && !saves(t1 - 1);) t1++;
+        const int64_t row = std::clamp<int64_t>(a.seq[t0], 0, a.S - 1);
+        const int64_t from = a.load && a.load[t0] >= 0 ? std::min<int64_t>(a.load[t0], a.S - 1) : row;
+        out.push_back({t0, t1, row, from, saves(t1 - 1) ? std::min<int64_t>(a.save[t1 - 1], a.S - 1) : -1, a.pos[t0] == 0});
     }
     return out;
 }
@@ -81,9 +86,12 @@ void conv1d(const ops::Conv1d& a, int64_t begin, int64_t end) {
         conv_run(a.x, a.T, C, K, a.w, a.state, a.start_pos == 0, a.out, a.out + a.T * C, begin, end);
         return;
     }
+    const int64_t n = (K - 1) * C;
     for (const Segment& g : segments(a)) {
-        float* state = a.states + g.row * (K - 1) * C;
-        conv_run(a.x + g.t0 * C, g.t1 - g.t0, C, K, a.w, state, g.reset, a.out + g.t0 * C, state, begin, end);
+        float* state = a.states + g.row * n;
+        conv_run(a.x + g.t0 * C, g.t1 - g.t0, C, K, a.w, a.states + g.from * n, g.reset, a.out + g.t0 * C, state, begin, end);
+        if (g.save >= 0)
+            for (int64_t r = 0; r < K - 1; r++) std::copy(state + r * C + begin, state + r * C + end, a.states + g.save * n + r * C + begin);
     }
 }
 
@@ -225,15 +233,21 @@ void delta_rule(const ops::DeltaRule& c, int64_t begin, int64_t end) {
         for (int64_t h = begin; h < end; h++) delta_head(a, h);
         return;
     }
-    // Batch form: each sequence's run of tokens from its own row of the states, updated in place.
+    // Batch form: each sequence's run of tokens from its own row of the states (or a checkpoint's),
+    // updated in place.
+    const int64_t n = a.Hv * a.Dv * a.Dk, per_head = a.Dv * a.Dk;
     for (const Segment& g : segments(c)) {
         DeltaArgs r = a;
         const int64_t qk = g.t0 * a.Hk * a.Dk, hv = g.t0 * a.Hv;
         r.T = g.t1 - g.t0, r.reset = g.reset;
         r.q = a.q + qk, r.k = a.k + qk, r.v = a.v + hv * a.Dv, r.g = a.g + hv * a.Dg, r.beta = a.beta + hv;
         r.o = a.o + hv * a.Dv;
-        r.state = r.state_out = c.states + g.row * a.Hv * a.Dv * a.Dk;
-        for (int64_t h = begin; h < end; h++) delta_head(r, h);
+        r.state = c.states + g.from * n;
+        r.state_out = c.states + g.row * n;
+        for (int64_t h = begin; h < end; h++) {
+            delta_head(r, h);
+            if (g.save >= 0) std::copy_n(r.state_out + h * per_head, per_head, c.states + g.save * n + h * per_head);
+        }
     }
 }
 
