@@ -26,11 +26,12 @@ struct Lone {
     std::vector<float> margins, tops;  // per step: the gap between the two largest logits, the largest
 };
 
-std::unique_ptr<llm::Session> open(const std::string& path, int parallel) {
+std::unique_ptr<llm::Session> open(const std::string& path, int parallel, const std::string& device = "CPU") {
     llm::SessionOptions so;
     so.model_path = path;
     so.n_ctx = 256;
     so.parallel = parallel;
+    so.device = device;
     return llm::open_session(so);
 }
 
@@ -69,7 +70,8 @@ std::vector<llm::GenerateResult> together(llm::Session& s, const std::vector<std
     return out;
 }
 
-void check_same_company(const std::string& path) {
+// The lone runs on the CPU; the four together on `device` ("AMD": the fake GPU, TINYLLM_FAKE_KFD).
+void check_same_company(const std::string& path, const std::string& device = "CPU") {
     INFO(path);
     auto single = open(path, 1);
     std::vector<std::vector<int32_t>> prompts;
@@ -79,9 +81,14 @@ void check_same_company(const std::string& path) {
         single->reset();
         lone[i].ids = single->generate(prompts[i], greedy(N_GEN, &lone[i], single->info().n_vocab)).ids;
     }
-    auto batched = open(path, 4);
+    if (device == "AMD") setenv("TINYLLM_FAKE_KFD", "1", 1);
+    auto batched = open(path, 4, device);
     REQUIRE(batched->max_parallel() == 4);
     std::vector<llm::GenerateResult> got = together(*batched, prompts, greedy(N_GEN));
+    const llm::ServingStats st = settled(*batched);
+    batched.reset();
+    engine::set_default_device("CPU");
+    unsetenv("TINYLLM_FAKE_KFD");
     for (size_t i = 0; i < prompts.size(); i++) {
         INFO("prompt " << i);
         REQUIRE(got[i].ids.size() == size_t(N_GEN));
@@ -92,7 +99,6 @@ void check_same_company(const std::string& path) {
         if (first < size_t(N_GEN))
             CHECK(lone[i].margins[first] <= 2 * test_data::batch_logit_tolerance(path) * std::max(1.0f, std::fabs(lone[i].tops[first])));
     }
-    const llm::ServingStats st = settled(*batched);
     CHECK(st.running == 0);
     CHECK(st.waiting == 0);
     CHECK(st.blocks_used == 0);
@@ -190,30 +196,9 @@ TEST_CASE("parallel session: a prompt longer than the context is refused as by t
 }
 
 TEST_CASE("parallel session on the fake AMD GPU: four requests together give the CPU's lone ids") {
-    // stories260K on the emulated gfx1100 (TINYLLM_FAKE_KFD): the paged attention and the KV stores run
-    // as AMD hand kernels (tests/cli/amd_run_test.cpp checks which kernels run).
-    auto cpu = open(test_data::builtin_model(), 1);
-    std::vector<std::vector<int32_t>> prompts, lone;
-    for (const char* p : PROMPTS) {
-        prompts.push_back(cpu->tokenizer().encode(p, true, true));
-        cpu->reset();
-        lone.push_back(cpu->generate(prompts.back(), greedy(12)).ids);
-    }
-    setenv("TINYLLM_FAKE_KFD", "1", 1);
-    llm::SessionOptions so;
-    so.model_path = test_data::builtin_model();
-    so.n_ctx = 128;
-    so.parallel = 4;
-    so.device = "AMD";
-    std::vector<llm::GenerateResult> got;
-    {
-        auto amd = llm::open_session(so);
-        got = together(*amd, prompts, greedy(12));
-    }
-    engine::set_default_device("CPU");
-    unsetenv("TINYLLM_FAKE_KFD");
-    for (size_t i = 0; i < prompts.size(); i++) {
-        INFO("prompt " << i);
-        CHECK(got[i].ids == lone[i]);
-    }
+    // On the emulated gfx1100 the paged attention and the KV stores run as AMD hand kernels
+    // (tests/cli/amd_run_test.cpp checks which kernels run), a hybrid's recurrent batch forms on the host.
+    check_same_company(test_data::builtin_model(), "AMD");
+    REQUIRE_SHARED_DATA();
+    check_same_company(test_data::shared("models/random-qwen3next-f32.gguf"), "AMD");
 }
