@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace amd {
 
@@ -102,16 +103,14 @@ void gemm(devices::Device& dev, const ops::Linear& a) {
     dev.launch_hand_kernel(std::string(*ka::gemm_kernel_for(a.type)), ka::kernarg_bytes(k));
 }
 
-// With sinks (which the kernels lack): the host implementation over the CPU mapping.
-void host_attention(devices::Device& dev, const ops::Attention& a) {
+// With sinks (which the kernels lack): the host implementation over the CPU mapping, for both forms.
+template <class A> void host_attention(devices::Device& dev, const A& a) {
     OpsDevice& g = gpu(dev);
-    ops::Attention h = a;
-    h.q = static_cast<const float*>(g.host_address(va(a.q)));
-    h.k = g.host_address(va(a.k));
-    h.v = g.host_address(va(a.v));
-    h.sinks = static_cast<const float*>(g.host_address(va(a.sinks)));
-    h.out = static_cast<float*>(g.host_address(va(a.out)));
-    devices::cpu::host_op(ops::Kind::ATTENTION, a.kv_type).run(dev, &h);
+    auto host = [&](auto* p) { return static_cast<decltype(p)>(g.host_address(va(p))); };
+    A h = a;
+    h.q = host(a.q), h.k = host(a.k), h.v = host(a.v), h.sinks = host(a.sinks), h.out = host(a.out);
+    if constexpr (std::is_same_v<A, ops::PagedAttention>) h.pos = host(a.pos), h.seq = host(a.seq), h.block_table = host(a.block_table);
+    devices::cpu::host_op(A::KIND, a.kv_type).run(dev, &h);
 }
 
 // Query t sees positions 0..start+t: one split decode each. Queued kernels run in order, so every token
@@ -169,19 +168,7 @@ ops::Impl attention_kernel(const ops::Attention& a) {
 // table. Chunks cover a whole sequence (the host does not read the positions), so the partial sums of
 // a launch take tokens x heads x chunks x D floats: launches take as many tokens as fit 64 MB of scratch.
 void paged_attention(devices::Device& dev, const ops::PagedAttention& a) {
-    if (a.sinks) {  // which the kernels lack: the host implementation over the CPU mapping
-        OpsDevice& g = gpu(dev);
-        ops::PagedAttention h = a;
-        h.q = static_cast<const float*>(g.host_address(va(a.q)));
-        h.k = g.host_address(va(a.k));
-        h.v = g.host_address(va(a.v));
-        h.pos = static_cast<const int32_t*>(g.host_address(va(a.pos)));
-        h.seq = static_cast<const int32_t*>(g.host_address(va(a.seq)));
-        h.block_table = static_cast<const int32_t*>(g.host_address(va(a.block_table)));
-        h.sinks = static_cast<const float*>(g.host_address(va(a.sinks)));
-        h.out = static_cast<float*>(g.host_address(va(a.out)));
-        return devices::cpu::host_op(ops::Kind::PAGED_ATTENTION, a.kv_type).run(dev, &h);
-    }
+    if (a.sinks) return host_attention(dev, a);
     const int64_t H = a.H, D = a.Dk;
     const uint64_t cap = uint64_t(a.MB) * uint64_t(a.BS), n_chunks = (cap + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
     const uint64_t per_token = uint64_t(H) * n_chunks * (uint64_t(D) + 2) * 4;

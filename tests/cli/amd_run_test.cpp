@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unistd.h>
 
@@ -27,6 +28,22 @@ Run run_with_fake_kfd(const char* value, const std::string& args, bool merge_std
     Run r = run_tinyllm(args, merge_stderr);
     unsetenv("TINYLLM_FAKE_KFD");
     return r;
+}
+
+// The custom kernels a DEBUG=2 run launched, by name, each checked to be an AMD hand kernel (no host
+// fallback); "generated" counts the generated ones.
+std::map<std::string, int> kernels_run(const Run& r) {
+    std::map<std::string, int> count;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+        size_t at = line.find("[engine]   ");
+        if (at == std::string::npos) continue;
+        std::string kernel = line.substr(at + 11, line.find(' ', at + 11) - at - 11);
+        INFO(line);
+        if (kernel.rfind("C_", 0) == 0) CHECK(kernel.rfind("C_amd_", 0) == 0);
+        count[kernel.rfind("C_", 0) == 0 ? kernel : "generated"]++;
+    }
+    return count;
 }
 
 }  // namespace
@@ -65,19 +82,9 @@ TEST_CASE("run --device AMD on the fake GPU runs every custom kernel as an AMD h
     INFO(messages);
     REQUIRE(r.status == 0);
     CHECK(r.out.find("TINYLLM_FAKE_KFD is set: a fake /dev/kfd with an emulated gfx1100") != std::string::npos);
-    std::istringstream lines(r.out);
-    int amd_attention = 0, generated = 0;
-    for (std::string line; std::getline(lines, line);) {
-        size_t at = line.find("[engine]   ");
-        if (at == std::string::npos) continue;
-        std::string kernel = line.substr(at + 11, line.find(' ', at + 11) - at - 11);
-        INFO(line);
-        if (kernel.rfind("C_", 0) == 0) CHECK(kernel.rfind("C_amd_", 0) == 0);  // no host fallback
-        amd_attention += kernel == "C_amd_attention";
-        generated += kernel.rfind("C_", 0) != 0;
-    }
-    CHECK(amd_attention == 5 * 2);  // 5 layers, prefill and one decode step
-    CHECK(generated > 50);
+    std::map<std::string, int> run = kernels_run(r);
+    CHECK(run["C_amd_attention"] == 5 * 2);  // 5 layers, prefill and one decode step
+    CHECK(run["generated"] > 50);
 }
 
 TEST_CASE("bench --parallel on the fake GPU stores keys and runs paged attention as AMD hand kernels") {
@@ -85,19 +92,9 @@ TEST_CASE("bench --parallel on the fake GPU stores keys and runs paged attention
     Run r = run_with_fake_kfd("1", "bench --device AMD -p 16 -n 4 -r 1 --parallel 2", true);
     unsetenv("DEBUG");
     REQUIRE(r.status == 0);
-    std::istringstream lines(r.out);
-    int paged = 0, stores = 0;
-    for (std::string line; std::getline(lines, line);) {
-        size_t at = line.find("[engine]   ");
-        if (at == std::string::npos) continue;
-        std::string kernel = line.substr(at + 11, line.find(' ', at + 11) - at - 11);
-        INFO(line);
-        if (kernel.rfind("C_", 0) == 0) CHECK(kernel.rfind("C_amd_", 0) == 0);  // no host fallback
-        paged += kernel == "C_amd_paged_attention";
-        stores += kernel == "C_amd_kv_store";
-    }
-    CHECK(paged >= 5 * 2);  // 5 layers, a prefill and a decode step at least
-    CHECK(stores == 2 * paged);  // keys and values
+    std::map<std::string, int> run = kernels_run(r);
+    CHECK(run["C_amd_paged_attention"] >= 5 * 2);  // 5 layers, a prefill and a decode step at least
+    CHECK(run["C_amd_kv_store"] == 2 * run["C_amd_paged_attention"]);  // keys and values
     CHECK(r.out.find("S=2") != std::string::npos);
 }
 
