@@ -1,5 +1,6 @@
 // tinyllm bench: llama-bench's pp/tg. Prefill of a P-token prompt as one batch and decode of N tokens
-// one at a time, each from an empty cache; medians and spread over repeats, decode bandwidth, peak RSS.
+// one at a time, each from an empty cache or after D cached tokens (-d, llama-bench's depth); medians
+// and spread over repeats, decode bandwidth, peak RSS.
 // With --parallel, llama-batched-bench's aggregate figures: S sequences prefilled and decoded together.
 #include "gguf/gguf.h"
 #include "llm/batch.h"
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <sys/resource.h>
 
 namespace cli {
@@ -21,10 +23,11 @@ namespace cli {
 namespace {
 
 const char* USAGE =
-    "usage: tinyllm bench [-m MODEL] [-p 128] [-n 64] [-t THREADS] [-r REPEATS] [--kv f16|f32] [--device NAME]\n"
+    "usage: tinyllm bench [-m MODEL] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r REPEATS] [--kv f16|f32] [--device NAME]\n"
     "                     [--parallel 1,2,4,8] [--json]\n"
     "  -p N     prompt tokens evaluated as one batch (pp); 0 skips it\n"
     "  -n N     tokens decoded one at a time (tg); 0 skips it\n"
+    "  -d D     both after D tokens already in the cache (their prefill is not timed)\n"
     "  -t N     threads (default: all cores)\n"
     "  -r N     repetitions after one warm-up (default 5); medians are reported\n"
     "  --device NAME  CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
@@ -106,11 +109,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
     llm::SessionOptions so;
     so.model_path = builtin_model_path();
-    int n_prompt = 128, n_gen = 64, n_threads = 0, repeats = 5;
+    int n_prompt = 128, n_gen = 64, depth = 0, n_threads = 0, repeats = 5;
     std::string kv = "f16";
     if (args.value("-m", "--model", so.model_path)) so.model_path = resolve_model(so.model_path);
     args.number("-p", n_prompt);
     args.number("-n", n_gen);
+    args.number("-d", depth);
     args.number("-t", n_threads);
     args.number("-r", repeats);
     args.value("--kv", kv);
@@ -130,11 +134,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
         }
     }
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
-    if (n_prompt < 0 || n_gen < 0 || repeats < 1 || n_threads < 0) args.usage_error("counts must be positive");
+    if (n_prompt < 0 || n_gen < 0 || depth < 0 || repeats < 1 || n_threads < 0) args.usage_error("counts must be positive");
+    if (depth > 0 && !counts.empty()) args.usage_error("-d is for one sequence; with --parallel, -p sets each prompt");
     if (kv != "f16" && kv != "f32") args.usage_error("--kv must be f16 or f32");
     so.kv_f16 = kv == "f16";
     if (n_threads > 0) setenv("TINYLLM_THREADS", std::to_string(n_threads).c_str(), 1);  // read when the CPU device starts
-    so.n_ctx = std::max(n_prompt, n_gen + 1) + 1;
+    so.n_ctx = depth + std::max(n_prompt, n_gen + 1) + 1;
     if (!counts.empty()) {
         engine::set_default_device(so.device);
         nlohmann::json rows = bench_parallel(so.model_path, counts, n_prompt, n_gen, repeats, so.kv_f16);
@@ -155,24 +160,44 @@ int cmd_bench(const std::vector<std::string>& argv) {
     auto file = gguf::File::open(so.model_path);
     int n_vocab = session->info().n_vocab;
     std::mt19937 rng(1234);
-    std::vector<int32_t> prompt(std::max(n_prompt, 1));
+    std::vector<int32_t> context(static_cast<size_t>(depth)), prompt(static_cast<size_t>(std::max(n_prompt, 1)));  // cached, then measured
+    for (int32_t& id : context) id = static_cast<int32_t>(rng() % n_vocab);
     for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % n_vocab);
+    auto at_depth = [&] {  // an empty cache, then the D context tokens in it (not timed)
+        session->reset();
+        if (depth == 0) return;
+        llm::GenerateOptions go;
+        go.max_tokens = 0;
+        session->generate(context, go);
+    };
+    auto check_reused = [&](const llm::GenerateResult& r) {
+        if (r.n_reused != depth)
+            throw std::runtime_error("[bench] the session reused " + std::to_string(r.n_reused) + " of the " + std::to_string(depth) +
+                                     " context tokens: the timing would include their prefill");
+    };
+    auto after_context = [&](const std::vector<int32_t>& tail) {
+        std::vector<int32_t> all = context;
+        all.insert(all.end(), tail.begin(), tail.end());
+        return all;
+    };
 
     std::vector<double> pp, tg;
     for (int rep = 0; rep <= repeats; rep++) {  // rep 0 warms up (compiles the graphs)
         if (n_prompt > 0) {
-            session->reset();
+            at_depth();
             llm::GenerateOptions go;
             go.max_tokens = 0;
-            auto r = session->generate(prompt, go);
+            auto r = session->generate(after_context(prompt), go);  // the context is reused: only the prompt is computed
+            check_reused(r);
             if (rep > 0) pp.push_back(n_prompt / (r.t_prefill_ms / 1e3));
         }
         if (n_gen > 0) {
-            session->reset();
+            at_depth();
             llm::GenerateOptions go;
             go.max_tokens = n_gen;  // N forward passes: the 1-token prompt, then N-1 generated tokens
             go.stop_at_end = false;
-            auto r = session->generate({prompt[0]}, go);
+            auto r = session->generate(after_context({prompt[0]}), go);
+            check_reused(r);
             if (rep > 0) tg.push_back(n_gen / ((r.t_prefill_ms + r.t_decode_ms) / 1e3));
         }
     }
@@ -185,17 +210,19 @@ int cmd_bench(const std::vector<std::string>& argv) {
     int threads = threads_env ? std::atoi(threads_env) : 0;
 
     if (json) {
-        nlohmann::json out = {{"model", so.model_path}, {"n_prompt", n_prompt}, {"n_gen", n_gen}, {"repeats", repeats},
+        nlohmann::json out = {{"model", so.model_path}, {"n_prompt", n_prompt}, {"n_gen", n_gen}, {"depth", depth}, {"repeats", repeats},
                               {"threads", threads}, {"pp_tok_s", spp.median}, {"pp_min", spp.min}, {"pp_max", spp.max},
                               {"tg_tok_s", stg.median}, {"tg_min", stg.min}, {"tg_max", stg.max},
                               {"tg_gb_s", gbps}, {"peak_rss_mb", rss_mb}};
         std::printf("%s\n", out.dump().c_str());
     } else {
         std::printf("model     %s\n", so.model_path.c_str());
+        const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+        const std::string pp_label = "pp" + std::to_string(n_prompt) + at, tg_label = "tg" + std::to_string(n_gen) + at;
         if (n_prompt > 0)
-            std::printf("pp%-6d  %9.2f tok/s  (min %.2f, max %.2f, %d runs)\n", n_prompt, spp.median, spp.min, spp.max, repeats);
+            std::printf("%-8s  %9.2f tok/s  (min %.2f, max %.2f, %d runs)\n", pp_label.c_str(), spp.median, spp.min, spp.max, repeats);
         if (n_gen > 0)
-            std::printf("tg%-6d  %9.2f tok/s  (min %.2f, max %.2f, %d runs)  %.1f GB/s of weights\n", n_gen, stg.median,
+            std::printf("%-8s  %9.2f tok/s  (min %.2f, max %.2f, %d runs)  %.1f GB/s of weights\n", tg_label.c_str(), stg.median,
                         stg.min, stg.max, repeats, gbps);
         std::printf("peak RSS  %.1f MB\n", rss_mb);
     }
