@@ -2,6 +2,7 @@
 #include "devices/present.h"
 
 #include "devices/amd/amd.h"
+#include "devices/cpu/cpu_impl.h"
 #include "devices/usb/usb.h"
 
 #include <fcntl.h>
@@ -39,7 +40,7 @@ std::string kfd_absence() {
 }  // namespace
 
 std::vector<PresentDevice> list_present() {
-    std::vector<PresentDevice> out = {{"CPU", cpu_description(), true}};
+    std::vector<PresentDevice> out = {{"CPU", cpu_description(), true, cpu::kernel_report()}};
 
     std::vector<amd::GpuInfo> gpus;
     std::string amd_error;
@@ -48,13 +49,13 @@ std::vector<PresentDevice> list_present() {
     } catch (const amd::Error& e) {
         amd_error = e.what();
     }
-    for (size_t i = 0; i < gpus.size(); i++) out.push_back({"AMD:" + std::to_string(i), gpus[i].describe(), true});
-    if (gpus.empty()) out.push_back({"AMD", amd_error.empty() ? kfd_absence() : "unreadable topology: " + amd_error, false});
+    for (size_t i = 0; i < gpus.size(); i++) out.push_back({"AMD:" + std::to_string(i), gpus[i].describe(), true, {}});
+    if (gpus.empty()) out.push_back({"AMD", amd_error.empty() ? kfd_absence() : "unreadable topology: " + amd_error, false, {}});
 
     auto bridges = usb::list_bridges();
     for (size_t i = 0; i < bridges.size(); i++)
-        out.push_back({"AMD:USB:" + std::to_string(i), bridges[i].describe() + " (GPU bring-up over USB is not implemented)", true});
-    if (bridges.empty()) out.push_back({"AMD:USB", "none: no ASM24xx USB-to-PCIe bridge attached", false});
+        out.push_back({"AMD:USB:" + std::to_string(i), bridges[i].describe() + " (GPU bring-up over USB is not implemented)", true, {}});
+    if (bridges.empty()) out.push_back({"AMD:USB", "none: no ASM24xx USB-to-PCIe bridge attached", false, {}});
     return out;
 }
 

@@ -11,6 +11,7 @@ struct PresentDevice {
     std::string name;         // what --device takes: "CPU", "AMD:0", "AMD:USB:0"; the backend when absent
     std::string description;  // "gfx1100, 96 CUs, 24.0 GiB VRAM", or the reason it is absent
     bool present = true;
+    std::vector<std::string> details;  // further lines (the CPU: which kernels each weight type runs)
 };
 
 std::vector<PresentDevice> list_present();

@@ -9,10 +9,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+#include <string>
 
 namespace devices::cpu {
 
@@ -186,5 +189,38 @@ private:
 }  // namespace
 
 std::unique_ptr<Device> make_device() { return std::make_unique<CpuDevice>(); }
+
+std::vector<std::string> kernel_report() {
+    namespace ck = ::cpu_kernels;
+    const ck::Isa isa = ck::active_isa();
+    std::vector<std::string> out;
+    auto features = [](ck::Isa i) {
+        return i == ck::Isa::AVX512 ? "AVX-512 F/BW/DQ/VL, VNNI, BF16" : i == ck::Isa::AVX2 ? "AVX2, FMA, F16C" : "no SIMD";
+    };
+    const ck::Isa best = ck::best_isa();
+    out.push_back(std::string("kernels: ") + ck::isa_name(isa) + " (" + features(isa) + ")" +
+                  (isa == best ? ", the best this CPU has" : std::string(", set by TINYLLM_CPU_ISA; this CPU has ") + ck::isa_name(best)) +
+                  "; AMX " + (ck::amx_active() ? "for prefill" : ck::amx_supported() ? "off (TINYLLM_CPU_AMX=0)" : "absent"));
+    // Per weight type: the variant a matmul runs, grouped ("q4_K q6_K: ..."). A type packs when the
+    // device takes it at a typical shape (4096 x 4096) and TINYLLM_CPU_PACK is on.
+    std::vector<std::pair<std::string, std::string>> groups;  // variant, types
+    for (const gguf::TypeTraits& t : gguf::all_types()) {
+        if (t.type == gguf::Type::Q8_1 || t.type == gguf::Type::Q8_K) continue;  // activation formats
+        std::string how;
+        if (env::cpu_pack() && isa == ck::Isa::AVX512 && ck::can_pack(t.type, 4096, 4096))
+            how = std::string(ck::isa_name(isa)) + " panels of 16 rows, repacked at load";
+        else if (ck::has_hand_kernel(t.type))
+            how = std::string(ck::isa_name(isa)) + " rows";
+        else if (t.dequantize)
+            how = "dequantized to f32 tiles, then the f32 kernel";
+        else
+            continue;
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == how; });
+        if (g == groups.end()) groups.push_back({how, t.name});
+        else g->second += std::string(" ") + t.name;
+    }
+    for (const auto& [how, types] : groups) out.push_back(types + ": " + how);
+    return out;
+}
 
 }  // namespace devices::cpu

@@ -11,6 +11,9 @@
 namespace devices::cpu {
 
 std::unique_ptr<Device> make_device();
+// What the CPU's matmuls will run, for `tinyllm info --devices`: the instruction-set variant (by
+// measured CPU features) and AMX, then per weight type its kernel ("q4_K q6_K: avx512 panels ...").
+std::vector<std::string> kernel_report();
 
 // The host implementations of the hot ops (cpu/ops.cpp): the CPU's, and every device's that runs host
 // code over its CPU-visible memory where it has no kernel of its own.

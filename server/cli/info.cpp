@@ -199,6 +199,7 @@ int cmd_info(const std::vector<std::string>& argv) {
         for (const auto& d : devices::list_present()) {
             const std::string name = accepts_device(d.name) ? d.name : "(" + d.name + ")";
             std::printf("%-10s %s\n", name.c_str(), d.description.c_str());
+            for (const std::string& line : d.details) std::printf("%-10s   %s\n", "", line.c_str());
         }
         return 0;
     }

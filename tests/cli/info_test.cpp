@@ -279,3 +279,23 @@ TEST_CASE("info --help explains itself, bad arguments and bad files fail with a 
     CHECK(not_gguf.status == 1);
     CHECK_THAT(not_gguf.out, Catch::Contains("bad magic"));
 }
+
+TEST_CASE("info --devices says which kernel variant the CPU runs and what each weight type's matmul runs") {
+    Run r = run_tinyllm("info --devices", false);
+    REQUIRE(r.status == 0);
+    // the variant is chosen by the CPU's measured features; the line names it and AMX
+    CHECK(r.out.find("kernels: ") != std::string::npos);
+    CHECK(r.out.find("AMX ") != std::string::npos);
+    for (const char* type : {" f16", " q8_0", " q4_K", " q6_K", " iq4_xs", " iq2_xxs"}) {
+        INFO(type);
+        CHECK(r.out.find(type) != std::string::npos);
+    }
+    // forced to the scalar variant, every hand kernel says so, and nothing is packed
+    setenv("TINYLLM_CPU_ISA", "scalar", 1);
+    Run scalar = run_tinyllm("info --devices", false);
+    unsetenv("TINYLLM_CPU_ISA");
+    REQUIRE(scalar.status == 0);
+    CHECK(scalar.out.find("kernels: scalar") != std::string::npos);
+    CHECK(scalar.out.find("q4_K") != std::string::npos);
+    CHECK(scalar.out.find("panels") == std::string::npos);
+}
