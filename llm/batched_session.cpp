@@ -294,7 +294,7 @@ private:
     void snapshot() {  // what serving_stats() reports, taken while the runner is still
         const PoolStats p = runner_->stats();
         stats_ = {parallel_, p.running, p.waiting, p.blocks_used, p.blocks_cached, p.blocks_free, p.block_size, p.pool_bytes,
-                  p.prefix_hit_tokens, {}};
+                  p.prefix_hit_tokens, p.checkpoints, {}};
         for (const auto& [id, box] : boxes_)
             if (auto st = runner_->status(id)) stats_.slots.push_back({id, st->running, st->n_prompt, st->n_cached, st->n_past, st->n_generated});
     }

@@ -123,6 +123,7 @@ struct ServingStats {
     int blocks_used = 0, blocks_cached = 0, blocks_free = 0, block_size = 0;  // the KV pool
     int64_t pool_bytes = 0;
     int64_t prefix_hit_tokens = 0;  // prompt tokens served from the prefix cache, since the start
+    int checkpoints = 0;            // recurrent states kept for prefix sharing (hybrid models)
     std::vector<SlotStatus> slots;
 };
 

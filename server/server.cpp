@@ -658,6 +658,7 @@ void Server::Impl::routes() {
             for (const auto& [name, st] : r->serving_stats()) {
                 kv.running += st.running, kv.waiting += st.waiting, kv.blocks_used += st.blocks_used;
                 kv.blocks_cached += st.blocks_cached, kv.blocks_free += st.blocks_free, kv.prefix_hit_tokens += st.prefix_hit_tokens;
+                kv.checkpoints += st.checkpoints;
             }
         metric("tinyllm_sequences_running", "gauge", "Sequences in a batch now.", kv.running);
         metric("tinyllm_sequences_waiting", "gauge", "Sequences waiting for a place in a batch (KV blocks).", kv.waiting);
@@ -665,6 +666,8 @@ void Server::Impl::routes() {
         metric("tinyllm_kv_blocks_cached", "gauge", "KV pool blocks no sequence holds, kept for their prefix.", kv.blocks_cached);
         metric("tinyllm_kv_blocks_free", "gauge", "KV pool blocks free.", kv.blocks_free);
         metric("tinyllm_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", double(kv.prefix_hit_tokens));
+        metric("tinyllm_recurrent_checkpoints", "gauge", "Recurrent states saved at block boundaries for prefix sharing (hybrid models).",
+               kv.checkpoints);
         out += m.ttft.text("tinyllm_time_to_first_token_seconds", "From a request's turn to its first token.");
         out += m.itl.text("tinyllm_inter_token_latency_seconds", "Between consecutive tokens of a reply.");
         res.set_content(out, "text/plain; version=0.0.4");

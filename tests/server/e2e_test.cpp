@@ -225,8 +225,8 @@ struct ParallelServer {
     Child child;
     std::unique_ptr<httplib::Client> client;
     int port = 0;
-    ParallelServer()
-        : child({tinyllm_bin(), "serve", "--model", test_data::builtin_model(), "--port", "0", "--parallel", "4", "--queue", "64"}) {
+    explicit ParallelServer(const std::string& model = test_data::builtin_model())
+        : child({tinyllm_bin(), "serve", "--model", model, "--port", "0", "--parallel", "4", "--queue", "64"}) {
         std::string banner = child.read([&](const std::string& t) { return listening_port(t) > 0; });
         INFO(banner);
         port = listening_port(banner);
@@ -332,6 +332,34 @@ TEST_CASE("e2e: clients hanging up mid-stream beside others: the others get thei
     CHECK(s.settles());
     CHECK(s.metric("tinyllm_queue_depth") == 0);
     CHECK(s.metric("tinyllm_requests_processing") == 0);
+}
+
+TEST_CASE("e2e: a hybrid model (qwen3next) serves four streams at once with their solo texts and resumes a repeated prompt from a checkpoint") {
+    if (!tinyllm_built()) return;
+    REQUIRE_SHARED_DATA();
+    ParallelServer s(test_data::shared("models/random-qwen3next-f32.gguf"));
+    const std::vector<std::string> solo = solo_stories(s);
+    const std::vector<std::string> got = at_once(8, [&](size_t i) { return s.stream(story_body(i)); });
+    for (size_t i = 0; i < 8; i++) {
+        INFO("request " << i);
+        CHECK(got[i] == solo[i]);
+    }
+    CHECK(s.settles());
+    // a prompt of more than a block, twice: the second resumes after its last full block
+    const json body = {{"prompt", "Once upon a time, in a land far away, there lived a little girl named Lily who loved to play"},
+                       {"max_tokens", 8}, {"temperature", 0}};
+    auto post = [&] {
+        auto res = s.client->Post("/v1/completions", body.dump(), "application/json");
+        REQUIRE(res);
+        REQUIRE(res->status == 200);
+        return json::parse(res->body);
+    };
+    const json first = post(), again = post();
+    CHECK(again["choices"][0]["text"] == first["choices"][0]["text"]);
+    const int n_prompt = again["usage"]["prompt_tokens"];
+    REQUIRE(n_prompt > 17);
+    CHECK(again["usage"]["prompt_tokens_details"]["cached_tokens"] == (n_prompt - 1) / 16 * 16);
+    CHECK(s.metric("tinyllm_recurrent_checkpoints") > 0);
 }
 
 TEST_CASE("e2e: n choices run side by side, sharing the prompt's cached blocks: choice i is the reply to seed + i") {
