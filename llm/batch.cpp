@@ -55,7 +55,7 @@ BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(mod
     in_logit_rows_ = Tensor::empty({o.max_seqs}, engine::i32);
     jit_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
         auto t = [&](int i) { return in[size_t(i)].slice(0, 0, n_tokens_); };
-        PagedBatch b{t(1), t(2), t(3), in[5], block_size_};
+        PagedBatch b{t(1), t(2), t(3), in[5], block_size_, {}, {}};
         if (in.size() > 6) b.state_load = t(6), b.state_save = t(7);
         return std::vector<Tensor>{model_.forward_batch(t(0), b, in[4].slice(0, 0, n_rows_), pool_)};
     });
@@ -341,6 +341,8 @@ std::vector<SeqLogits> BatchRunner::step() {
         for (int i = 0; i < n; i++) push_token(*s);
         if (n == left) logit_rows.push_back(int32_t(tokens.size() - 1)), sampled.push_back(s.get());
     }
+    // Packed: no checkpoint is taken for a save until the next step, so the ones loaded now may go then.
+    for (int index : loaded) checkpoints_[size_t(index)].pins--;
     if (tokens.empty()) return {};
 
     // At least one logit row (a step of prefill chunks that end no prompt reads row 0 and drops it).
@@ -364,7 +366,6 @@ std::vector<SeqLogits> BatchRunner::step() {
     for (auto& s : running_) register_full_blocks(*s);
     // The checkpoints this step saved: the prompt's is listed at once (it is never written again), a
     // later one when its sequence leaves (until then the next boundary overwrites it).
-    for (int index : loaded) checkpoints_[size_t(index)].pins--;
     for (size_t t = 0; t < save.size(); t++) {
         if (save[t] < 0) continue;
         const int index = save[t] - pool_.n_seqs;

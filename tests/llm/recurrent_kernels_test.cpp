@@ -205,8 +205,8 @@ TEST_CASE("recurrent: the batch forms run each sequence's tokens from its own po
     Tensor pos_t = Tensor::from_vector(pos, {T}), seq_t = Tensor::from_vector(seq, {T});
     Tensor o = engine::delta_rule_seqs(Tensor::from_vector(c.q, {T, Hk, D}), Tensor::from_vector(c.k, {T, Hk, D}),
                                        Tensor::from_vector(c.v, {T, Hv, D}), Tensor::from_vector(c.g, {T, Hv, 1}),
-                                       Tensor::from_vector(c.beta, {T, Hv}), ssm_pool, {pos_t, seq_t}, scale, engine::HeadMap::INTERLEAVE);
-    Tensor y = engine::causal_conv1d_seqs(Tensor::from_vector(x, {T, C}), conv_pool, Tensor::from_vector(w, {C, K}), {pos_t, seq_t});
+                                       Tensor::from_vector(c.beta, {T, Hv}), ssm_pool, {pos_t, seq_t, {}, {}}, scale, engine::HeadMap::INTERLEAVE);
+    Tensor y = engine::causal_conv1d_seqs(Tensor::from_vector(x, {T, C}), conv_pool, Tensor::from_vector(w, {C, K}), {pos_t, seq_t, {}, {}});
     const std::vector<float> got_o = o.to_vector<float>(), got_y = y.to_vector<float>();
     const std::vector<float> ssm_after = ssm_pool.to_vector<float>(), conv_after = conv_pool.to_vector<float>();
 
