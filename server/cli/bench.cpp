@@ -2,6 +2,7 @@
 // one at a time, each from an empty cache or after D cached tokens (-d, llama-bench's depth); medians
 // and spread over repeats, decode bandwidth, peak RSS.
 // With --parallel, llama-batched-bench's aggregate figures: S sequences prefilled and decoded together.
+#include "engine/tensor.h"
 #include "gguf/gguf.h"
 #include "llm/batch.h"
 #include "llm/sampler.h"
@@ -182,6 +183,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     };
 
     std::vector<double> pp, tg;
+    double kernels_per_step = 0, custom_per_step = 0;  // kernel launches per decode step (hand-written ones)
     for (int rep = 0; rep <= repeats; rep++) {  // rep 0 warms up (compiles the graphs)
         if (n_prompt > 0) {
             at_depth();
@@ -196,8 +198,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
             llm::GenerateOptions go;
             go.max_tokens = n_gen;  // N forward passes: the 1-token prompt, then N-1 generated tokens
             go.stop_at_end = false;
+            const engine::Stats before = engine::stats();
             auto r = session->generate(after_context({prompt[0]}), go);
             check_reused(r);
+            const engine::Stats after = engine::stats();
+            kernels_per_step = double(after.kernels_run + after.custom_run - before.kernels_run - before.custom_run) / n_gen;
+            custom_per_step = double(after.custom_run - before.custom_run) / n_gen;
             if (rep > 0) tg.push_back(n_gen / ((r.t_prefill_ms + r.t_decode_ms) / 1e3));
         }
     }
@@ -213,7 +219,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
         nlohmann::json out = {{"model", so.model_path}, {"n_prompt", n_prompt}, {"n_gen", n_gen}, {"depth", depth}, {"repeats", repeats},
                               {"threads", threads}, {"pp_tok_s", spp.median}, {"pp_min", spp.min}, {"pp_max", spp.max},
                               {"tg_tok_s", stg.median}, {"tg_min", stg.min}, {"tg_max", stg.max},
-                              {"tg_gb_s", gbps}, {"peak_rss_mb", rss_mb}};
+                              {"tg_gb_s", gbps}, {"kernels_per_step", kernels_per_step}, {"custom_kernels_per_step", custom_per_step},
+                              {"peak_rss_mb", rss_mb}};
         std::printf("%s\n", out.dump().c_str());
     } else {
         std::printf("model     %s\n", so.model_path.c_str());
@@ -222,8 +229,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
         if (n_prompt > 0)
             std::printf("%-8s  %9.2f tok/s  (min %.2f, max %.2f, %d runs)\n", pp_label.c_str(), spp.median, spp.min, spp.max, repeats);
         if (n_gen > 0)
-            std::printf("%-8s  %9.2f tok/s  (min %.2f, max %.2f, %d runs)  %.1f GB/s of weights\n", tg_label.c_str(), stg.median,
-                        stg.min, stg.max, repeats, gbps);
+            std::printf("%-8s  %9.2f tok/s  (min %.2f, max %.2f, %d runs)  %.1f GB/s of weights, %.0f kernels a step (%.0f hand-written)\n",
+                        tg_label.c_str(), stg.median, stg.min, stg.max, repeats, gbps, kernels_per_step, custom_per_step);
         std::printf("peak RSS  %.1f MB\n", rss_mb);
     }
     return 0;

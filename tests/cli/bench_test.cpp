@@ -16,6 +16,9 @@ TEST_CASE("bench reports prefill and decode on the built-in model, in text and J
     CHECK(out["pp_tok_s"].get<double>() > 0);
     CHECK(out["tg_tok_s"].get<double>() > 0);
     CHECK(out["depth"] == 0);
+    // a decode step of the built-in model launches generated and hand-written kernels
+    CHECK(out["kernels_per_step"].get<double>() > out["custom_kernels_per_step"].get<double>());
+    CHECK(out["custom_kernels_per_step"].get<double>() > 0);
 }
 
 TEST_CASE("bench -d measures both after that many cached tokens, which it does not time") {
