@@ -148,6 +148,11 @@ TEST_CASE("batch: random qwen3moe and olmoe (mixtures of experts) decode four pr
     for (const char* m : {"random-qwen3moe-q8_0", "random-olmoe-f32"}) check(test_data::shared(std::string("models/") + m + ".gguf"), true);
 }
 
+TEST_CASE("batch: random gpt-oss (sinks, sliding windows, MXFP4 experts) decodes four prompts together as alone (up to near ties)") {
+    REQUIRE_SHARED_DATA();
+    for (const char* m : {"random-gpt-oss-f32", "random-gpt-oss-mxfp4"}) check(test_data::shared(std::string("models/") + m + ".gguf"), true);
+}
+
 TEST_CASE("batch: random deepseek2 and glm4moe (MLA through a paged latent pool) decode four prompts together as alone (up to near ties)") {
     REQUIRE_SHARED_DATA();
     for (const char* m : {"random-deepseek2-f32", "random-deepseek2-q8_0", "random-glm4moe-f32"}) check(test_data::shared(std::string("models/") + m + ".gguf"), true);

@@ -114,7 +114,7 @@ TEST_CASE("parallel session: every golden architecture gives the lone ids in com
     REQUIRE_SHARED_DATA();
     for (const char* m : {"random-llama-q8_0", "random-qwen2-f16", "random-qwen3-f16", "random-qwen3moe-q8_0", "random-olmoe-f32",
                           "random-deepseek2-f32", "random-glm4moe-q8_0", "random-qwen3next-q8_0", "random-qwen35-f32",
-                          "random-qwen35moe-f16", "random-kimi-linear-q8_0"})
+                          "random-qwen35moe-f16", "random-kimi-linear-q8_0", "random-gpt-oss-f16", "random-gpt-oss-mxfp4"})
         check_same_company(test_data::shared(std::string("models/") + m + ".gguf"));
 }
 
