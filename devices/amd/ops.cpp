@@ -113,39 +113,57 @@ template <class A> void host_attention(devices::Device& dev, const A& a) {
     devices::cpu::host_op(A::KIND, a.kv_type).run(dev, &h);
 }
 
+// The split decode's scratch: partial sums for `rows` (token, head) rows of n_chunks chunks, then their stats.
+struct DecodeScratch {
+    uint64_t partial, stats;
+};
+DecodeScratch decode_scratch(devices::Device& dev, uint64_t rows, uint64_t n_chunks, int64_t D) {
+    const uint64_t partial_bytes = (rows * n_chunks * uint64_t(D) * 4 + 255) / 256 * 256;
+    const uint64_t base = gpu(dev).scratch(partial_bytes + rows * n_chunks * 2 * 4);
+    return {base, base + partial_bytes};
+}
+
+// The partial kernel's arguments both attention forms share, for the query tokens from token0 on.
+template <class A> ka::AttnDecodeArgs decode_args(const A& a, const DecodeScratch& s, int64_t token0, uint64_t n_chunks) {
+    ka::AttnDecodeArgs p{};
+    p.q = at<const float>(va(a.q), uint64_t(token0 * a.H * a.Dk) * 4);
+    p.k = static_cast<const uint16_t*>(a.k);
+    p.v = static_cast<const uint16_t*>(a.v);
+    p.partial = at<float>(s.partial);
+    p.stats = at<float>(s.stats);
+    p.n_heads = u32(a.H, "heads");
+    p.n_kv_heads = u32(a.Hkv, "KV heads");
+    p.n_chunks = u32(int64_t(n_chunks), "chunks");
+    p.kv_head_stride = u32(a.Dk, "head size");
+    p.pos_stride = u32(a.Hkv * a.Dk, "KV row");
+    p.scale = a.scale;
+    return p;
+}
+
+// The partial kernel, then the combine over its (token, head) rows into out from token0 on.
+template <class A> void split_decode(devices::Device& dev, const A& a, const ka::AttnDecodeArgs& p, int64_t token0, int64_t n_tokens) {
+    dev.launch_hand_kernel(std::string(*ka::attention_partial_kernel_for(p.kv_head_stride)), ka::kernarg_bytes(p));
+    ka::AttnCombineArgs c{};
+    c.partial = p.partial;
+    c.stats = p.stats;
+    c.out = at<float>(va(a.out), uint64_t(token0 * a.H * a.Dk) * 4);
+    c.n_heads = u32(n_tokens * a.H, "token heads");  // the combine's rows are (token, head)
+    c.n_chunks = p.n_chunks;
+    c.head_dim = p.kv_head_stride;
+    dev.launch_hand_kernel("attn_decode_combine", ka::kernarg_bytes(c));
+}
+
 // Query t sees positions 0..start+t: one split decode each. Queued kernels run in order, so every token
 // (and every layer) reuses the partial sums' scratch without waiting.
 void attention(devices::Device& dev, const ops::Attention& a) {
     if (a.sinks) return host_attention(dev, a);
-    const int64_t T = a.T, H = a.H, D = a.Dk, start = std::min(a.start_pos, a.C - T);  // never past the cache
-    const uint64_t max_chunks = (uint64_t(a.C) + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
-    const uint64_t partial_bytes = (uint64_t(H) * max_chunks * uint64_t(D) * 4 + 255) / 256 * 256;
-    const uint64_t scratch = gpu(dev).scratch(partial_bytes + uint64_t(H) * max_chunks * 2 * 4);
-    const std::string partial_kernel(*ka::attention_partial_kernel_for(u32(D, "head size")));
-    for (int64_t t = 0; t < T; t++) {
-        uint32_t kv_len = u32(start + t + 1, "kv length"), n_chunks = (kv_len + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
-        ka::AttnDecodeArgs p{};
-        p.q = at<const float>(va(a.q), uint64_t(t * H * D) * 4);
-        p.k = static_cast<const uint16_t*>(a.k);
-        p.v = static_cast<const uint16_t*>(a.v);
-        p.partial = at<float>(scratch);
-        p.stats = at<float>(scratch, partial_bytes);
-        p.n_heads = u32(H, "heads");
-        p.n_kv_heads = u32(a.Hkv, "KV heads");
+    const int64_t start = std::min(a.start_pos, a.C - a.T);  // never past the cache
+    const DecodeScratch s = decode_scratch(dev, uint64_t(a.H), (uint64_t(a.C) + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK, a.Dk);
+    for (int64_t t = 0; t < a.T; t++) {
+        const uint32_t kv_len = u32(start + t + 1, "kv length");
+        ka::AttnDecodeArgs p = decode_args(a, s, t, (kv_len + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK);
         p.kv_len = kv_len;
-        p.n_chunks = n_chunks;
-        p.kv_head_stride = u32(D, "head size");
-        p.pos_stride = u32(a.Hkv * D, "KV row");
-        p.scale = a.scale;
-        dev.launch_hand_kernel(partial_kernel, ka::kernarg_bytes(p));
-        ka::AttnCombineArgs c{};
-        c.partial = p.partial;
-        c.stats = p.stats;
-        c.out = at<float>(va(a.out), uint64_t(t * H * D) * 4);
-        c.n_heads = p.n_heads;
-        c.n_chunks = n_chunks;
-        c.head_dim = p.kv_head_stride;
-        dev.launch_hand_kernel("attn_decode_combine", ka::kernarg_bytes(c));
+        split_decode(dev, a, p, t, 1);
     }
 }
 
@@ -169,44 +187,22 @@ ops::Impl attention_kernel(const ops::Attention& a) {
 // a launch take tokens x heads x chunks x D floats: launches take as many tokens as fit 64 MB of scratch.
 void paged_attention(devices::Device& dev, const ops::PagedAttention& a) {
     if (a.sinks) return host_attention(dev, a);
-    const int64_t H = a.H, D = a.Dk;
     const uint64_t cap = uint64_t(a.MB) * uint64_t(a.BS), n_chunks = (cap + ka::ATTN_CHUNK - 1) / ka::ATTN_CHUNK;
-    const uint64_t per_token = uint64_t(H) * n_chunks * (uint64_t(D) + 2) * 4;
+    const uint64_t per_token = uint64_t(a.H) * n_chunks * (uint64_t(a.Dk) + 2) * 4;
     const int64_t step = std::clamp<int64_t>(int64_t((uint64_t(64) << 20) / per_token), 1, a.T);
-    const uint64_t partial_bytes = (uint64_t(step) * uint64_t(H) * n_chunks * uint64_t(D) * 4 + 255) / 256 * 256;
-    const uint64_t scratch = gpu(dev).scratch(partial_bytes + uint64_t(step) * uint64_t(H) * n_chunks * 2 * 4);
-    const std::string partial_kernel(*ka::attention_partial_kernel_for(u32(D, "head size")));
+    const DecodeScratch s = decode_scratch(dev, uint64_t(step) * uint64_t(a.H), n_chunks, a.Dk);
     for (int64_t t0 = 0; t0 < a.T; t0 += step) {
         const int64_t n = std::min(step, a.T - t0);
-        ka::AttnDecodeArgs p{};
-        p.q = at<const float>(va(a.q), uint64_t(t0 * H * D) * 4);
-        p.k = static_cast<const uint16_t*>(a.k);
-        p.v = static_cast<const uint16_t*>(a.v);
-        p.partial = at<float>(scratch);
-        p.stats = at<float>(scratch, partial_bytes);
+        ka::AttnDecodeArgs p = decode_args(a, s, t0, n_chunks);
         p.pos = a.pos + t0;
         p.seq = a.seq + t0;
         p.block_table = a.block_table;
-        p.n_heads = u32(H, "heads");
-        p.n_kv_heads = u32(a.Hkv, "KV heads");
-        p.n_chunks = u32(int64_t(n_chunks), "chunks");
-        p.kv_head_stride = u32(D, "head size");
-        p.pos_stride = u32(a.Hkv * D, "KV row");
-        p.scale = a.scale;
         p.n_tokens = u32(n, "tokens");
         p.n_seqs = u32(a.S, "sequences");
         p.blocks_per_seq = u32(a.MB, "blocks per sequence");
         p.block_size = u32(a.BS, "block size");
         p.n_blocks = u32(a.n_blocks, "blocks");
-        dev.launch_hand_kernel(partial_kernel, ka::kernarg_bytes(p));
-        ka::AttnCombineArgs c{};
-        c.partial = p.partial;
-        c.stats = p.stats;
-        c.out = at<float>(va(a.out), uint64_t(t0 * H * D) * 4);
-        c.n_heads = u32(n * H, "token heads");  // the combine's rows are (token, head)
-        c.n_chunks = p.n_chunks;
-        c.head_dim = p.kv_head_stride;
-        dev.launch_hand_kernel("attn_decode_combine", ka::kernarg_bytes(c));
+        split_decode(dev, a, p, t0, n);
     }
 }
 
