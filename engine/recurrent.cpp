@@ -13,7 +13,9 @@ namespace {
 Tensor as_f32(const Tensor& t) { return t.dtype() == f32 ? t : t.cast(f32); }  // the kernels read f32
 
 // One sequence's state shape: the single form's state, or a row of the batch form's pool.
-Shape state_row(const Tensor& state, bool pool) { return pool ? Shape(state.shape().begin() + 1, state.shape().end()) : state.shape(); }
+Shape state_row(const Tensor& state, bool pool) {
+    return pool && state.ndim() > 0 ? Shape(state.shape().begin() + 1, state.shape().end()) : pool ? Shape{} : state.shape();
+}
 
 // The batch form's pool, token indices and checkpoint rows, common to both ops.
 template <class A>
