@@ -67,6 +67,16 @@ std::shared_ptr<devices::Memory> alloc_memory(devices::Device* dev, size_t bytes
     });
 }
 
+void release_cached_memory() {
+    std::multimap<std::pair<devices::Device*, size_t>, devices::Memory> blocks;
+    {
+        std::lock_guard lock(cache().mu);
+        blocks.swap(cache().free);
+        cache().cached_bytes = 0;
+    }
+    for (auto& [key, m] : blocks) key.first->free(m);
+}
+
 void reset_peak_bytes() {
     std::lock_guard lock(cache().mu);
     mutable_stats().peak_bytes_in_use = mutable_stats().bytes_in_use;

@@ -140,6 +140,8 @@ NodeRef buffer_node(std::shared_ptr<Buffer> buf, const Shape& shape);
 Buffer& buffer_of(const Node* buffer_node);  // BUFFER or AFTER
 // Device memory from the block cache (fresh = straight from the device, zero-filled).
 std::shared_ptr<devices::Memory> alloc_memory(devices::Device* dev, size_t bytes, bool fresh);
+// Hands every block the cache holds back to its device (after a capture has planned its own memory).
+void release_cached_memory();
 
 // Counters (engine::stats); incremented by the parts that do the work.
 Stats& mutable_stats();
