@@ -58,7 +58,6 @@ void prepare_panel_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens
     }
 }
 
-inline __m512i bcast4(const int8_t* q) { return _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(q)))); }
 // acc += dpbusd(w, the 4 bytes at q broadcast): the broadcast folded into the instruction ({1to16}), one
 // macro-op instead of a broadcast load and the product (GCC does not fold it from the intrinsics).
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* q) {
@@ -94,18 +93,19 @@ void tile_q8_0(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]
     for (int64_t g = 0; g < K / 32; g++) {
         const uint8_t* codes = panel + g * 8 * 64;
         prefetch_lines(codes + kPrefetchAhead, 8);  // the hardware prefetcher alone leaves the loads waiting
-        __m512i dot[N];
+        __m512i dot[N][2];  // two chains (even and odd words), as in tile_q4_k
 #pragma GCC unroll 4
-        for (int t = 0; t < N; t++) dot[t] = _mm512_set1_epi32(x[t].corr[g]);
+        for (int t = 0; t < N; t++) dot[t][0] = _mm512_set1_epi32(x[t].corr[g]), dot[t][1] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             const __m512i c = _mm512_loadu_si512(codes + 64 * k);  // aligned in device buffers
 #pragma GCC unroll 4
-            for (int t = 0; t < N; t++) dot[t] = _mm512_dpbusd_epi32(dot[t], c, bcast4(x[t].q + 32 * g + 4 * k));
+            for (int t = 0; t < N; t++) dot[t][k % 2] = dpbusd_bcast(dot[t][k % 2], c, x[t].q + 32 * g + 4 * k);
         }
         const __m512 s = halves16(scales + 32 * g);
 #pragma GCC unroll 4
-        for (int t = 0; t < N; t++) acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
+        for (int t = 0; t < N; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[t][0], dot[t][1])), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
     }
 }
 
@@ -116,22 +116,23 @@ void tile_q4_0(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]
     for (int64_t g = 0; g < K / 32; g++) {
         const uint8_t* codes = panel + g * 4 * 64;
         prefetch_lines(codes + kPrefetchAhead, 4);
-        __m512i dot[N];
+        __m512i dot[N][2];  // two chains (low and high nibbles), as in tile_q4_k
 #pragma GCC unroll 4
-        for (int t = 0; t < N; t++) dot[t] = _mm512_set1_epi32(x[t].corr[g]);
+        for (int t = 0; t < N; t++) dot[t][0] = _mm512_set1_epi32(x[t].corr[g]), dot[t][1] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
             const __m512i c = _mm512_loadu_si512(codes + 64 * k), lo = low_nibbles(c), hi = high_nibbles(c);
 #pragma GCC unroll 4
             for (int t = 0; t < N; t++) {
-                dot[t] = _mm512_dpbusd_epi32(dot[t], lo, bcast4(x[t].q + 32 * g + 4 * k));
-                dot[t] = _mm512_dpbusd_epi32(dot[t], hi, bcast4(x[t].q + 32 * g + 16 + 4 * k));
+                dot[t][0] = dpbusd_bcast(dot[t][0], lo, x[t].q + 32 * g + 4 * k);
+                dot[t][1] = dpbusd_bcast(dot[t][1], hi, x[t].q + 32 * g + 16 + 4 * k);
             }
         }
         if (g % 2 == 0) prefetch_lines(scales + 32 * g + 2048, 1);
         const __m512 s = halves16(scales + 32 * g);
 #pragma GCC unroll 4
-        for (int t = 0; t < N; t++) acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
+        for (int t = 0; t < N; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[t][0], dot[t][1])), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[t]);
     }
 }
 
@@ -223,8 +224,8 @@ void tile_q6_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) {
                     const int8_t* q = x[t].q + 256 * i + 32 * w + 4 * k;
-                    da[t] = _mm512_dpbusd_epi32(da[t], a, bcast4(q));
-                    db[t] = _mm512_dpbusd_epi32(db[t], b, bcast4(q + 16));
+                    da[t] = dpbusd_bcast(da[t], a, q);
+                    db[t] = dpbusd_bcast(db[t], b, q + 16);
                 }
             }
             const __m512 sa = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 32 * w))));
