@@ -3,6 +3,7 @@
 #include "engine/realize_impl.h"
 #include "engine/rewrite_impl.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,7 +25,18 @@ bool is_costly(const Node* n) { return n->op == Op::EXP2 || n->op == Op::LOG2 ||
 struct Region {
     std::vector<const Node*> reduces;  // unmaterialized REDUCE_AXIS nodes
     bool costly = false;               // transcendental math or gathers worth not repeating
+    std::vector<const Node*> inputs;   // the materialized nodes (buffers, kernels) it reads, each once
 };
+
+// An elementwise node read by more than one consumer is recomputed by each, unless its region reads more
+// inputs than this: the residual stream x_l = x_(l-1) + h_l is such a node, and recomputed it grew by two
+// inputs a layer (the last layer's norm read all 33 outputs of a 16-layer model, which stayed alive for
+// the whole forward). Cut, a chain reads at most this many buffers.
+constexpr size_t kMaxRecomputedInputs = 4;
+
+void add_input(std::vector<const Node*>& inputs, const Node* n) {
+    if (std::find(inputs.begin(), inputs.end(), n) == inputs.end()) inputs.push_back(n);
+}
 
 }  // namespace
 
@@ -52,10 +64,15 @@ std::vector<const Node*> schedule_kernels(const std::vector<const Node*>& roots)
         if (is_leaf(n) || n->op == Op::ASSIGN) continue;
         Region r;
         for (auto& s : n->srcs) {
-            if (kernels.count(s.get()) || is_leaf(s.get())) continue;
+            if (kernels.count(s.get()) || is_buffer_like(s.get())) {
+                add_input(r.inputs, s.get());
+                continue;
+            }
+            if (is_leaf(s.get())) continue;
             const Region& sr = region[s.get()];
             r.reduces.insert(r.reduces.end(), sr.reduces.begin(), sr.reduces.end());
             r.costly |= sr.costly;
+            for (const Node* in : sr.inputs) add_input(r.inputs, in);
         }
         r.costly |= is_costly(n);
         if (n->op == Op::REDUCE_AXIS) {
@@ -78,7 +95,7 @@ std::vector<const Node*> schedule_kernels(const std::vector<const Node*>& roots)
                 r = Region{};
             }
         }
-        if (consumers[n] > 1 && !r.reduces.empty()) mark(n);
+        if (consumers[n] > 1 && (!r.reduces.empty() || r.inputs.size() > kMaxRecomputedInputs)) mark(n);
         if (kernels.count(n)) r = Region{};
         region[n] = std::move(r);
     }
