@@ -1,9 +1,9 @@
 // Jinja's builtin tests (`x is defined`, `x is string`, `x is divisibleby 3`, ...), jinja2/tests.py 3.1,
 // including Undefined's quirks (it is iterable and a sequence, never a mapping).
-#include "llm/jinja_render.h"
-#include "llm/jinja_unicode.h"
+#include "jinja/render_impl.h"
+#include "jinja/unicode_impl.h"
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -103,4 +103,4 @@ TestFn find_test(std::string_view name) {
     return nullptr;
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,4 +1,4 @@
-// The Jinja lexer (internal to llm/): template source -> tokens, with Jinja 3.1's whitespace rules as
+// The Jinja lexer (internal to jinja/): template source -> tokens, with Jinja 3.1's whitespace rules as
 // Hugging Face configures them (trim_blocks, lstrip_blocks, `-`/`+` markers, one trailing newline
 // dropped). Text comes out already stripped, comments and raw blocks resolved.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace llm::jinja {
+namespace jinja {
 
 enum class TokenType : uint8_t {
     TEXT,            // template data between tags
@@ -35,4 +35,4 @@ struct Token {
 // Throws Error(SYNTAX) with the line on malformed input (unterminated tag, comment or string, ...).
 std::vector<Token> tokenize(std::string_view source);
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,14 +1,14 @@
 // Jinja's builtin filters (jinja2/filters.py, 3.1) plus transformers' tojson, with the same argument
 // names, defaults and edge cases. Filters that return generators in Jinja return lists here.
-#include "llm/jinja_render.h"
-#include "llm/jinja_unicode.h"
+#include "jinja/render_impl.h"
+#include "jinja/unicode_impl.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -497,4 +497,4 @@ FilterFn find_filter(std::string_view name) {
     return nullptr;
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

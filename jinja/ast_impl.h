@@ -1,9 +1,9 @@
-// The syntax tree of a parsed template (internal to llm/): expressions and statements, each with the
+// The syntax tree of a parsed template (internal to jinja/): expressions and statements, each with the
 // line it starts on. Built once by the parser, then only read by renders (a template renders from
 // any number of threads at once).
 #pragma once
 
-#include "llm/jinja_value.h"
+#include "jinja/value_impl.h"
 
 #include <memory>
 #include <string>
@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace llm::jinja {
+namespace jinja {
 
 class Renderer;
 struct CallArgs;
@@ -198,7 +198,4 @@ struct Program {
     int slot_loop = -1, slot_caller = -1, slot_varargs = -1, slot_kwargs = -1;
 };
 
-// Throws Error(SYNTAX) with the line.
-std::shared_ptr<const Program> parse(std::string_view source);
-
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,8 +1,8 @@
 // The Jinja parser, statements: for/if/set/macro/call/filter/with/break/continue and the generation
 // tag (transformers' AssistantTracker), with their end tags.
-#include "llm/jinja_parser.h"
+#include "jinja/parser_impl.h"
 
-namespace llm::jinja {
+namespace jinja {
 
 // Parses until a block tag named in `ends` (left unconsumed) or the end of the template.
 Body Parser::subparse(std::initializer_list<std::string_view> ends) {
@@ -231,6 +231,12 @@ Target Parser::parse_target(bool with_namespace, std::string_view end_name) {
     return target;
 }
 
-std::shared_ptr<const Program> parse(std::string_view source) { return Parser(tokenize(source)).run(); }
+std::shared_ptr<const Program> parse(std::string_view source) {
+    constexpr size_t MAX_SOURCE_BYTES = 1 << 20;  // real templates are under 20 KB; parsing is not budgeted
+    if (source.size() > MAX_SOURCE_BYTES)
+        throw Error(ErrorKind::SYNTAX, "template source of " + std::to_string(source.size()) + " bytes exceeds the limit of " +
+                                           std::to_string(MAX_SOURCE_BYTES));
+    return Parser(tokenize(source)).run();
+}
 
-}  // namespace llm::jinja
+}  // namespace jinja

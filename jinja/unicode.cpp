@@ -1,12 +1,12 @@
 // UTF-8 iteration and the Unicode properties behind Python's str methods. Simple case mappings come
 // from glibc's built-in C.UTF-8 locale (identical to Python's); the one-to-many ones from a table.
-#include "llm/jinja_unicode.h"
+#include "jinja/unicode_impl.h"
 
 #include <clocale>
 #include <cwctype>
 #include <locale.h>
 
-namespace llm::jinja {
+namespace jinja {
 
 char32_t utf8_next(std::string_view s, size_t& i) {
     auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
@@ -220,4 +220,4 @@ std::string_view py_strip(std::string_view s, std::string_view chars, bool chars
     return s.substr(begin, end - begin);
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,12 +1,12 @@
 // Expression evaluation: names, attribute and item access (Jinja's sandboxed getattr/getitem), slices,
 // calls, filters, tests, and Python's operators with their exact type rules and error messages.
-#include "llm/jinja_render.h"
-#include "llm/jinja_unicode.h"
+#include "jinja/render_impl.h"
+#include "jinja/unicode_impl.h"
 
 #include <cmath>
 #include <optional>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -446,4 +446,4 @@ Value Renderer::eval(const Expr& e) {
     fail(ErrorKind::RUNTIME, "unknown expression");
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,10 +1,10 @@
 // Statement execution: output, if, for (loop object, filters, else, recursion, break/continue),
 // assignments, macros and call blocks, filter and with blocks — with Jinja's scoping rules.
-#include "llm/jinja_render.h"
+#include "jinja/render_impl.h"
 
 #include <utility>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -262,6 +262,10 @@ std::string Renderer::render() {
     return out;
 }
 
+std::string render(const Program& program, const Json& context, Clock clock, const TemplateLimits& limits) {
+    return Renderer(program, context, std::move(clock), limits).render();
+}
+
 std::shared_ptr<Namespace> Renderer::new_namespace() {
     auto ns = std::make_shared<Namespace>();
     namespaces_.push_back(ns);
@@ -452,4 +456,4 @@ Flow Renderer::exec_stmt(const Stmt& stmt) {
     return Flow::NORMAL;
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,8 +1,10 @@
-// Values of our Jinja interpreter (internal to llm/): Python's data model as chat templates see it —
+// Values of our Jinja interpreter (internal to jinja/): Python's data model as chat templates see it —
 // undefined, None, bool, int, float, str, list/tuple, dict (insertion-ordered) and objects (namespace,
 // loop, macro, builtin functions). Strings, lists and dicts of the render context are borrowed from
 // the caller's JSON, never copied; values the template makes are shared and immutable.
 #pragma once
+
+#include "jinja/jinja.h"
 
 #include <nlohmann/json.hpp>
 
@@ -12,20 +14,10 @@
 #include <string_view>
 #include <vector>
 
-namespace llm::jinja {
+namespace jinja {
 
 using Json = nlohmann::ordered_json;
 
-// The Python exception a template error corresponds to.
-enum class ErrorKind { SYNTAX, UNDEFINED, TYPE, VALUE, SECURITY, RAISED, RUNTIME };
-
-struct Error : std::exception {
-    ErrorKind kind;
-    std::string message;
-    int line = 0;  // 0 until the statement or expression that failed adds it
-    Error(ErrorKind k, std::string m, int l = 0) : kind(k), message(std::move(m)), line(l) {}
-    const char* what() const noexcept override { return message.c_str(); }
-};
 [[noreturn]] void fail(ErrorKind kind, std::string message);
 
 enum class Kind : uint8_t { UNDEFINED, NONE, BOOL, INT, FLOAT, STRING, LIST, DICT, OBJECT };
@@ -43,7 +35,7 @@ struct StrHeap : Heap {
 // Containers the template builds are at most MAX_VALUE_DEPTH deep, so that freeing, printing and
 // comparing them (all recursive) cannot exhaust the stack; deeper JSON input is refused when used.
 constexpr int MAX_VALUE_DEPTH = 512;
-// The destructors are defined in jinja_value.cpp, where Value is complete (clang instantiates a
+// The destructors are defined in value.cpp, where Value is complete (clang instantiates a
 // virtual destructor's members at the class, where Value is still incomplete).
 struct ListHeap : Heap {
     std::vector<Value> items;
@@ -174,4 +166,4 @@ public:
     virtual bool callable() const { return false; }
 };
 
-}  // namespace llm::jinja
+}  // namespace jinja

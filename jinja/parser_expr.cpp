@@ -1,8 +1,8 @@
 // The Jinja parser, expressions: Jinja 3.1's precedence climbing from conditional expressions down to
 // primaries, postfix access, calls, filters and tests.
-#include "llm/jinja_parser.h"
+#include "jinja/parser_impl.h"
 
-namespace llm::jinja {
+namespace jinja {
 
 bool Parser::tuple_end(std::string_view extra_end) const {
     TokenType t = cur().type;
@@ -372,4 +372,4 @@ ExprPtr Parser::parse_test(ExprPtr operand) {
     return node;
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,11 +1,11 @@
 // Methods of str, list and dict as templates call them (`s.split(',')`, `d.get('k', 0)`, `d.items()`),
 // with Python's semantics. The immutable sandbox refuses the mutating ones (list.append, dict.pop, ...).
-#include "llm/jinja_render.h"
-#include "llm/jinja_unicode.h"
+#include "jinja/render_impl.h"
+#include "jinja/unicode_impl.h"
 
 #include <algorithm>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -472,4 +472,4 @@ Value call_method(Renderer& r, const Value& obj, std::string_view name, CallArgs
     return m->fn(r, obj, args);
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

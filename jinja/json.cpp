@@ -1,14 +1,14 @@
 // tojson: Python's json.dumps over template values, byte for byte (separators, indent, ensure_ascii,
 // sort_keys, float repr, escapes), as transformers' tojson filter calls it.
-#include "llm/jinja_budget.h"
-#include "llm/jinja_unicode.h"
-#include "llm/jinja_value.h"
+#include "jinja/budget_impl.h"
+#include "jinja/unicode_impl.h"
+#include "jinja/value_impl.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -154,4 +154,4 @@ std::string to_json(const Value& v, const JsonOptions& options) {
     return out;
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,4 +1,4 @@
-// UTF-8 and the few Unicode properties Python's str methods depend on (internal to llm/jinja_*):
+// UTF-8 and the few Unicode properties Python's str methods depend on (internal to jinja/):
 // code point iteration, str.isspace, str.isprintable, upper/lower case mapping.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace llm::jinja {
+namespace jinja {
 
 // Decodes the code point at s[i] and advances i; an invalid byte decodes as itself (Latin-1) so
 // that nothing is ever lost or read past the end.
@@ -35,4 +35,4 @@ std::string py_capitalize(std::string_view s);  // str.capitalize()
 enum class Strip { LEFT, RIGHT, BOTH };
 std::string_view py_strip(std::string_view s, std::string_view chars, bool chars_given, Strip side);
 
-}  // namespace llm::jinja
+}  // namespace jinja

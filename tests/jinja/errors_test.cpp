@@ -1,6 +1,6 @@
 // Template errors: each carries the template line and the kind of error Jinja would raise, and no
 // input — malformed, hostile or runaway — crashes the interpreter.
-#include "llm/chat_template.h"
+#include "jinja/jinja_test_util.h"
 
 #include <catch2/catch.hpp>
 
@@ -8,14 +8,14 @@
 
 namespace {
 
-using Kind = llm::TemplateError::Kind;
+using Kind = jinja::ErrorKind;
 
-llm::TemplateError error_of(const std::string& source, const std::string& context = "{}") {
+jinja::Error error_of(const std::string& source, const std::string& context = "{}") {
     try {
-        llm::ChatTemplate t(source, "t.jinja");
+        jinja_test::Template t(source);
         std::string out = t.render(nlohmann::ordered_json::parse(context));
         FAIL("no error; rendered: " << out);
-    } catch (const llm::TemplateError& e) {
+    } catch (const jinja::Error& e) {
         return e;
     }
     throw std::logic_error("unreachable");
@@ -28,7 +28,6 @@ TEST_CASE("raise_exception fails with exactly the template's message and its lin
     CHECK(e.kind == Kind::RAISED);
     CHECK(e.message == "System role not supported");
     CHECK(e.line == 3);
-    CHECK(std::string(e.what()) == "[chat_template] t.jinja:3: System role not supported");
 }
 
 TEST_CASE("an error inside a macro reports the line inside the macro") {
@@ -53,12 +52,12 @@ TEST_CASE("syntax errors name the problem and the line") {
 }
 
 TEST_CASE("an unknown filter fails only when it is reached, as in Jinja 3") {
-    llm::ChatTemplate t("{% if args is string %}{{ args | from_json }}{% else %}{{ args | tojson }}{% endif %}");
+    jinja_test::Template t("{% if args is string %}{{ args | from_json }}{% else %}{{ args | tojson }}{% endif %}");
     CHECK(t.render({{"args", {{"a", 1}}}}) == "{\"a\": 1}");
     try {
         t.render({{"args", "{}"}});
         FAIL("rendered");
-    } catch (const llm::TemplateError& e) {
+    } catch (const jinja::Error& e) {
         CHECK(e.kind == Kind::RUNTIME);
         CHECK(e.message == "No filter named 'from_json' found.");
     }
@@ -85,7 +84,7 @@ TEST_CASE("runaway templates stop with an error instead of exhausting memory or 
     CHECK(error_of("{{ x | tojson }}", "{\"x\": " + deep_json + "}").kind == Kind::VALUE);
 }
 
-TEST_CASE("mangled templates never crash: only TemplateError or output") {
+TEST_CASE("mangled templates never crash: only jinja::Error or output") {
     const std::string source =
         "{%- set ns = namespace(a=[]) -%}{% macro m(x, y=2) %}{{ x ~ y }}{% endmacro %}\n"
         "{%- for message in messages if message.role != 'x' %}{{- '<|' + message['role'] + '|>\\n' }}"
@@ -93,7 +92,7 @@ TEST_CASE("mangled templates never crash: only TemplateError or output") {
         "{{ m(loop.index, y=messages[1:][::-1] | length) }}{%- endfor %}{{ (tools or []) | map(attribute='name') | join(', ') }}";
     const auto context = nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "hi"},
         {"role": "assistant", "content": [{"type": "text", "text": "yo"}]}], "tools": [{"name": "f"}]})");
-    REQUIRE_NOTHROW(llm::ChatTemplate(source).render(context));
+    REQUIRE_NOTHROW(jinja_test::Template(source).render(context));
     std::mt19937 rng(1234);
     const std::string alphabet = "{}%#-+()[]|.,:'\"~=!<>* \n\\abcx019_";
     int n_errors = 0;
@@ -108,8 +107,8 @@ TEST_CASE("mangled templates never crash: only TemplateError or output") {
             }
         }
         try {
-            llm::ChatTemplate(s).render(context);
-        } catch (const llm::TemplateError&) {
+            jinja_test::Template(s).render(context);
+        } catch (const jinja::Error&) {
             n_errors++;
         }
     }

@@ -1,13 +1,13 @@
-// The per-render budget of our Jinja interpreter (internal to llm/): steps, output bytes, allocated
+// The per-render budget of our Jinja interpreter (internal to jinja/): steps, output bytes, allocated
 // bytes and native stack, so that a hostile template (a GGUF carries its own) ends in an error quickly.
 #pragma once
 
-#include "llm/chat_template.h"
+#include "jinja/jinja.h"
 
 #include <cstddef>
 #include <cstdint>
 
-namespace llm::jinja {
+namespace jinja {
 
 // Counts one render's work against its limits. The renderer installs it for the current thread, so
 // that values, filters and printing (free functions) can charge it; without one nothing is counted.
@@ -50,4 +50,4 @@ inline void budget_check_stack() {
     if (Budget* b = Budget::current()) b->check_stack();
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

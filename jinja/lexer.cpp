@@ -1,15 +1,15 @@
 // The Jinja lexer. Mirrors Jinja 3.1's regex lexer rule for rule (its root, block, variable,
 // comment and raw states), so whitespace comes out exactly as Hugging Face's environment makes it.
-#include "llm/jinja_lexer.h"
+#include "jinja/lexer_impl.h"
 
-#include "llm/jinja_unicode.h"
-#include "llm/jinja_value.h"
+#include "jinja/unicode_impl.h"
+#include "jinja/value_impl.h"
 
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -362,4 +362,4 @@ private:
 
 std::vector<Token> tokenize(std::string_view source) { return Lexer(source).run(); }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,14 +1,14 @@
-// The Jinja parser (internal to llm/): tokens -> syntax tree, following Jinja 3.1's grammar and operator
-// precedence (jinja2/parser.py). Statements are parsed in jinja_parser.cpp, expressions in
-// jinja_parser_expr.cpp.
+// The Jinja parser (internal to jinja/): tokens -> syntax tree, following Jinja 3.1's grammar and operator
+// precedence (jinja2/parser.py). Statements are parsed in parser.cpp, expressions in
+// parser_expr.cpp.
 #pragma once
 
-#include "llm/jinja_ast.h"
-#include "llm/jinja_lexer.h"
+#include "jinja/ast_impl.h"
+#include "jinja/lexer_impl.h"
 
 #include <algorithm>
 
-namespace llm::jinja {
+namespace jinja {
 
 // Deeper syntax trees are refused: rendering and freeing them recurse once per level.
 constexpr int MAX_NESTING = 500;
@@ -155,4 +155,4 @@ private:
     ExprPtr parse_test(ExprPtr operand);
 };
 
-}  // namespace llm::jinja
+}  // namespace jinja

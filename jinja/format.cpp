@@ -1,12 +1,12 @@
 // Python's printf-style string formatting, `'%s: %5.2f' % (name, x)` and the |format filter:
 // conversions s r a d i u x X o e E f F g G c %, flags, width, precision and %(key)s with a dict.
-#include "llm/jinja_render.h"
-#include "llm/jinja_unicode.h"
+#include "jinja/render_impl.h"
+#include "jinja/unicode_impl.h"
 
 #include <cmath>
 #include <cstdio>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -113,4 +113,4 @@ Value percent_format(const Value& format, const Value& args) {
     return Value::string(std::move(out));
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,11 +1,11 @@
 // Global functions templates call: Jinja's range/namespace/dict/joiner and transformers' additions,
 // raise_exception(msg) and strftime_now(fmt) (from the renderer's clock, C locale, as Python's strftime).
-#include "llm/jinja_render.h"
+#include "jinja/render_impl.h"
 
 #include <clocale>
 #include <locale.h>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -155,4 +155,4 @@ void add_builtin_globals(std::vector<std::pair<std::string, Value>>& out) {
     for (const auto& [name, fn] : functions) out.emplace_back(name, make_function(name, fn));
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

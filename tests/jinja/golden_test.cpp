@@ -1,7 +1,7 @@
 // The golden chat-template renderings (../shared/golden/templates): every case renders byte for byte
 // as Jinja did, or fails where Jinja failed (raise_exception cases with exactly the same message).
 #include "common/test_data.h"
-#include "llm/chat_template.h"
+#include "jinja/jinja_test_util.h"
 
 #include <fstream>
 #include <map>
@@ -33,7 +33,7 @@ std::tm golden_now() {
 TEST_CASE("every golden template case renders exactly as Jinja, or fails where Jinja fails") {
     REQUIRE_SHARED_DATA();
     const std::string dir = test_data::shared("golden/templates/");
-    std::map<std::string, llm::ChatTemplate> templates;
+    std::map<std::string, jinja_test::Template> templates;
     std::ifstream cases(dir + "cases.jsonl");
     REQUIRE(cases.good());
     int n_cases = 0, n_errors = 0;
@@ -44,7 +44,7 @@ TEST_CASE("every golden template case renders exactly as Jinja, or fails where J
         INFO("template " << name << ", scenario " << c["scenario"].get<std::string>());
         auto it = templates.find(name);
         if (it == templates.end()) {
-            it = templates.emplace(name, llm::ChatTemplate(read_file(dir + "templates/" + name), name)).first;
+            it = templates.emplace(name, jinja_test::Template(read_file(dir + "templates/" + name))).first;
             it->second.set_clock(golden_now);
         }
         n_cases++;
@@ -52,8 +52,8 @@ TEST_CASE("every golden template case renders exactly as Jinja, or fails where J
             std::string got;
             try {
                 got = it->second.render(c["context"]);
-            } catch (const llm::TemplateError& e) {
-                FAIL_CHECK("unexpected error: " << e.what());
+            } catch (const jinja::Error& e) {
+                FAIL_CHECK("unexpected error at line " << e.line << ": " << e.what());
                 continue;
             }
             CHECK(got == c["expected"].get<std::string>());
@@ -64,9 +64,9 @@ TEST_CASE("every golden template case renders exactly as Jinja, or fails where J
         try {
             std::string got = it->second.render(c["context"]);
             FAIL_CHECK("rendered, but Jinja raised (" << source << "): " << c["error"].get<std::string>() << "\ngot: " << got);
-        } catch (const llm::TemplateError& e) {
+        } catch (const jinja::Error& e) {
             if (source == "raise_exception") {
-                CHECK(e.kind == llm::TemplateError::Kind::RAISED);
+                CHECK(e.kind == jinja::ErrorKind::RAISED);
                 CHECK(e.message == c["error"].get<std::string>());
                 CHECK(e.line > 0);
             }

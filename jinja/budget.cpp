@@ -1,7 +1,7 @@
 // The per-render budget: counters against TemplateLimits, and a native stack check that also respects
 // the stack the current thread actually has (server threads may have less than the limit).
-#include "llm/jinja_budget.h"
-#include "llm/jinja_value.h"
+#include "jinja/budget_impl.h"
+#include "jinja/value_impl.h"
 #include "tokenizer/tokenizer.h"
 
 #include <pthread.h>
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <string>
 
-namespace llm::jinja {
+namespace jinja {
 
 namespace {
 
@@ -88,4 +88,4 @@ void Budget::check_stack() {
         exceeded("native stack too deep", "max_stack_bytes", limits_.max_stack_bytes);
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

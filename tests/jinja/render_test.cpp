@@ -1,13 +1,13 @@
 // The Jinja subset chat templates use, one behaviour per case. Every expected string is what Jinja 3.1
 // (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, transformers' tojson) renders.
-#include "llm/chat_template.h"
+#include "jinja/jinja_test_util.h"
 
 #include <catch2/catch.hpp>
 
 namespace {
 
 std::string render(const std::string& source, const std::string& context = "{}") {
-    return llm::ChatTemplate(source).render(nlohmann::ordered_json::parse(context));
+    return jinja_test::Template(source).render(nlohmann::ordered_json::parse(context));
 }
 
 const char* const CHAT = R"({"messages": [
@@ -53,7 +53,7 @@ TEST_CASE("operator precedence follows Jinja: filters and tests bind tightest") 
     CHECK(render("{{ not tools is none }}", R"({"tools": null})") == "False");
     CHECK(render("{{ -2 ** 2 }} {{ 2 ** 3 ** 2 }} {{ 1 + 2 * 3 }}") == "4 64 7");
     CHECK(render("{{ 'x' ~ 1 ~ none ~ [1] }}") == "x1None[1]");
-    CHECK_THROWS_AS(render("{{ 'x' ~ 1 + 2 }}"), llm::TemplateError);  // ('x' ~ 1) + 2
+    CHECK_THROWS_AS(render("{{ 'x' ~ 1 + 2 }}"), jinja::Error);  // ('x' ~ 1) + 2
 }
 
 TEST_CASE("arithmetic and comparisons have Python's semantics") {
@@ -89,7 +89,7 @@ TEST_CASE("macros: defaults, keywords, varargs, caller, recursion, and late bind
     CHECK(render("{% macro m() %}[{{ caller(5) }}]{% endmacro %}{% call(x) m() %}got {{ x }}{% endcall %}") == "[got 5]");
     CHECK(render("{% macro m(x) %}{% if x > 0 %}{{ x }}{{ m(x - 1) }}{% endif %}{% endmacro %}{{ m(3) }}") == "321");
     CHECK(render("{% set x = 5 %}{% macro m() %}{{ x }}{% endmacro %}{% set x = 6 %}{% for i in [1] %}{% set x = 7 %}{{ m() }}{% endfor %}") == "6");
-    CHECK_THROWS_AS(render("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), llm::TemplateError);
+    CHECK_THROWS_AS(render("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), jinja::Error);
 }
 
 TEST_CASE("loop variables, loop filters, else, break and continue") {
@@ -155,8 +155,8 @@ TEST_CASE("undefined prints as nothing and iterates as empty, but other uses rai
         try {
             render(bad);
             FAIL("rendered");
-        } catch (const llm::TemplateError& e) {
-            CHECK(e.kind == llm::TemplateError::Kind::UNDEFINED);
+        } catch (const jinja::Error& e) {
+            CHECK(e.kind == jinja::ErrorKind::UNDEFINED);
         }
     }
 }
@@ -167,8 +167,8 @@ TEST_CASE("the sandbox is immutable: list.append and dict.pop raise SecurityErro
         try {
             render(bad);
             FAIL("rendered");
-        } catch (const llm::TemplateError& e) {
-            CHECK(e.kind == llm::TemplateError::Kind::SECURITY);
+        } catch (const jinja::Error& e) {
+            CHECK(e.kind == jinja::ErrorKind::SECURITY);
             CHECK_THAT(e.message, Catch::Contains("is unsafe"));
         }
     }

@@ -1,15 +1,15 @@
 // Values: construction, access, and the Python builtins templates lean on (truth, ==, <, str, repr,
 // len, iter), with Python's exact output formats.
-#include "llm/jinja_budget.h"
-#include "llm/jinja_unicode.h"
-#include "llm/jinja_value.h"
+#include "jinja/budget_impl.h"
+#include "jinja/unicode_impl.h"
+#include "jinja/value_impl.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-namespace llm::jinja {
+namespace jinja {
 
 void fail(ErrorKind kind, std::string message) { throw Error(kind, std::move(message)); }
 
@@ -481,4 +481,4 @@ std::vector<Value> iterate(const Value& v) {
     }
 }
 
-}  // namespace llm::jinja
+}  // namespace jinja

@@ -1,17 +1,15 @@
-// The renderer (internal to llm/): evaluates a parsed template against a context with Jinja's scoping
+// The renderer (internal to jinja/): evaluates a parsed template against a context with Jinja's scoping
 // (each loop iteration and each macro call gets its own scope, if-blocks do not) and Python's
 // semantics, as an ImmutableSandboxedEnvironment would.
 #pragma once
 
-#include "llm/jinja_ast.h"
-#include "llm/jinja_budget.h"
+#include "jinja/ast_impl.h"
+#include "jinja/budget_impl.h"
 
 #include <ctime>
 #include <functional>
 
-namespace llm::jinja {
-
-using Clock = std::function<std::tm()>;  // local "now" for strftime_now
+namespace jinja {
 
 struct Scope {
     std::shared_ptr<Scope> parent;
@@ -129,4 +127,4 @@ Value call_method(Renderer& r, const Value& obj, std::string_view name, CallArgs
 Value bound_method(const Value& obj, std::string_view name);
 [[noreturn]] void fail_unsafe(const Value& obj, std::string_view name);
 
-}  // namespace llm::jinja
+}  // namespace jinja

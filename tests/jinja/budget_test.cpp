@@ -1,8 +1,8 @@
-// The render budget: hostile templates (a GGUF carries its own) each end in a TemplateError within a
+// The render budget: hostile templates (a GGUF carries its own) each end in a jinja::Error within a
 // second and half a gigabyte, measured in a child process; real templates stay far below every limit.
 #include "common/child_process.h"
 #include "common/test_data.h"
-#include "llm/chat_template.h"
+#include "jinja/jinja_test_util.h"
 
 #include <fstream>
 #include <map>
@@ -16,11 +16,11 @@ void check_hostile(const std::string& name, const std::string& source, const std
     INFO("case: " << name);
     test_child::Result o = test_child::run([&](int& code) {
         try {
-            llm::ChatTemplate t(source, "hostile.jinja");
+            jinja_test::Template t(source);
             t.render(nlohmann::ordered_json::object());
             code = RENDERED;
             return std::string("rendered");
-        } catch (const llm::TemplateError& e) {
+        } catch (const jinja::Error& e) {
             code = TEMPLATE_ERROR;
             return std::string(e.what());
         }
@@ -127,17 +127,17 @@ TEST_CASE("sorting a large list in a loop stops at the step limit") {
 }
 
 TEST_CASE("a tight limit names itself, and the same template renders under the defaults") {
-    llm::ChatTemplate t("{% for i in range(1000) %}{{ i }}{% endfor %}");
+    jinja_test::Template t("{% for i in range(1000) %}{{ i }}{% endfor %}");
     const auto empty = nlohmann::ordered_json::object();
     REQUIRE_NOTHROW(t.render(empty));
-    llm::TemplateLimits tight;
+    jinja::TemplateLimits tight;
     tight.max_steps = 100;
     t.set_limits(tight);
     try {
         t.render(empty);
         FAIL("rendered");
-    } catch (const llm::TemplateError& e) {
-        CHECK(e.kind == llm::TemplateError::Kind::RUNTIME);
+    } catch (const jinja::Error& e) {
+        CHECK(e.kind == jinja::ErrorKind::RUNTIME);
         CHECK(std::string(e.what()).find("TemplateLimits::max_steps = 100") != std::string::npos);
     }
 }
@@ -145,12 +145,12 @@ TEST_CASE("a tight limit names itself, and the same template renders under the d
 TEST_CASE("every golden template renders under a hundredth of each default limit") {
     REQUIRE_SHARED_DATA();
     const std::string dir = test_data::shared("golden/templates/");
-    llm::TemplateLimits defaults, small;
+    jinja::TemplateLimits defaults, small;
     small.max_steps = defaults.max_steps / 100;
     small.max_output_bytes = defaults.max_output_bytes / 100;
     small.max_alloc_bytes = defaults.max_alloc_bytes / 100;
     small.max_stack_bytes = defaults.max_stack_bytes / 10;  // a tenth: frames are large in sanitizer builds
-    std::map<std::string, llm::ChatTemplate> templates;
+    std::map<std::string, jinja_test::Template> templates;
     std::ifstream cases(dir + "cases.jsonl");
     REQUIRE(cases.good());
     int n_rendered = 0;
@@ -165,7 +165,7 @@ TEST_CASE("every golden template renders under a hundredth of each default limit
             std::ifstream f(dir + "templates/" + name, std::ios::binary);
             std::stringstream ss;
             ss << f.rdbuf();
-            it = templates.emplace(name, llm::ChatTemplate(ss.str(), name)).first;
+            it = templates.emplace(name, jinja_test::Template(ss.str())).first;
             it->second.set_limits(small);
         }
         CHECK_NOTHROW(it->second.render(c["context"]));
