@@ -2,12 +2,12 @@
 // one at a time, each from an empty cache or after D cached tokens (-d, llama-bench's depth); medians
 // and spread over repeats, decode bandwidth, peak RSS.
 // With --parallel, llama-batched-bench's aggregate figures: S sequences prefilled and decoded together.
+#include "cli/cli.h"
 #include "engine/tensor.h"
 #include "gguf/gguf.h"
 #include "llm/batch.h"
 #include "llm/sampler.h"
 #include "llm/session.h"
-#include "server/cli/cli.h"
 
 #include <nlohmann/json.hpp>
 

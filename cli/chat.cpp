@@ -1,5 +1,5 @@
 // tinyllm chat: the interactive terminal chat (also scriptable: one message per line of stdin).
-#include "server/cli/cli.h"
+#include "cli/cli.h"
 #include "server/server.h"
 
 #include <atomic>

@@ -1,10 +1,10 @@
 // The flags several commands share, read one way: sampling (--temp, --top-k, --top-p, --min-p, --seed),
 // --device / $TINYLLM_DEVICE, --grammar FILE (GBNF), --json-schema FILE (JSON Schema) and
 // --chat-template FILE (replaces the model's template).
+#include "cli/cli.h"
 #include "devices/device.h"
 #include "devices/env.h"
 #include "llm/grammar.h"
-#include "server/cli/cli.h"
 
 #include <cctype>
 

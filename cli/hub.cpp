@@ -1,7 +1,7 @@
 // tinyllm pull / list / rm: models by name from the Hugging Face Hub into its standard cache, and
 // resolve_model, through which every command's -m accepts OWNER/REPO[:QUANT] (pulled on first use).
+#include "cli/cli.h"
 #include "hub/hub.h"
-#include "server/cli/cli.h"
 
 #include <cstdio>
 #include <filesystem>

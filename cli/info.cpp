@@ -1,10 +1,10 @@
 // tinyllm info [MODEL.gguf] [--json]: what a user wants to know before loading a model, read from
 // the GGUF header alone (no tensor data is touched). One JSON description feeds both outputs.
+#include "cli/cli.h"
 #include "devices/present.h"
 #include "gguf/gguf.h"
 #include "llm/config.h"
 #include "llm/session.h"
-#include "server/cli/cli.h"
 
 #include <nlohmann/json.hpp>
 

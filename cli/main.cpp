@@ -1,6 +1,6 @@
 // tinyllm: the command-line entry point. Dispatches to one subcommand; every error ends up here as a
 // message on stderr and a non-zero exit code.
-#include "server/cli/cli.h"
+#include "cli/cli.h"
 
 #include <cstdio>
 #include <cstring>

@@ -1,11 +1,11 @@
 // tinyllm run: a raw completion of a prompt (or of given token ids), streamed to stdout; --json for
 // tools and golden comparisons (prompt ids, generated ids, text, top raw logits per step); --chat
 // renders the prompt as a user message through the chat template (--chat-template FILE replaces it).
+#include "cli/cli.h"
 #include "llm/chat_prompt.h"
 #include "llm/reply_stream.h"
 #include "llm/session.h"
 #include "server/server.h"
-#include "server/cli/cli.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 // tinyllm serve: the OpenAI-compatible HTTP server (and the web UI at /) on one model, or on every
 // model of a folder and the Hub cache, picked by each request's `model`.
-#include "server/cli/cli.h"
+#include "cli/cli.h"
 #include "server/server.h"
 
 #include <csignal>

@@ -1,9 +1,9 @@
 // tinyllm template [--model M | --template FILE.jinja] --context FILE.json [--now DATE] [--bench N]:
 // renders a chat template exactly as generation would see it and prints the prompt unchanged (no
 // newline added); --bench also times N renders.
+#include "cli/cli.h"
 #include "gguf/gguf.h"
 #include "llm/chat_template.h"
-#include "server/cli/cli.h"
 
 #include <algorithm>
 #include <chrono>

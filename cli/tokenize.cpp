@@ -1,8 +1,8 @@
 // tinyllm tokenize: shows how a model's own tokenizer splits a text, one "id<TAB>piece" line per token
 // (the vocabulary entry, escaped) or {"ids":[...],"pieces":[...]} with --json. By default nothing is
 // added and special tokens written in the text are parsed: the semantics of the conformance files.
+#include "cli/cli.h"
 #include "gguf/gguf.h"
-#include "server/cli/cli.h"
 #include "tokenizer/tokenizer.h"
 
 #include <nlohmann/json.hpp>
