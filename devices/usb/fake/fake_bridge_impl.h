@@ -1,7 +1,7 @@
 // Internals of the fake bridge: the controller (fake_bridge.cpp) and the PCIe link behind it (fake_pcie.cpp).
 #pragma once
 
-#include "devices/usb/fake_bridge.h"
+#include "devices/usb/fake/fake_bridge.h"
 
 #include <array>
 #include <map>

@@ -1,7 +1,7 @@
 // The fake /dev/kfd: topology files, fds, the KFD ioctls the backend uses (with the kernel's argument
 // checks that matter: VM acquired, page alignment, no overlap, mapped queue memory), and mmap of GPU
 // memory, which is host memory at the GPU address. The "GPU" itself is in fake_gpu.cpp.
-#include "devices/amd/fake_kfd_impl.h"
+#include "devices/amd/fake/fake_kfd_impl.h"
 
 #include <sys/mman.h>
 

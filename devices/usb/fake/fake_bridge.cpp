@@ -2,7 +2,7 @@
 // command IU (0xE4 XDATA read, 0xE5 XDATA write, 0x8A SCSI WRITE(16) into SRAM) with the data and status
 // transfers of its stream, and models the TLP engine registers (trigger at 0xB254, write-one-to-clear
 // status at 0xB296, big-endian address and data registers).
-#include "devices/usb/fake_bridge_impl.h"
+#include "devices/usb/fake/fake_bridge_impl.h"
 
 #include <algorithm>
 #include <cstring>

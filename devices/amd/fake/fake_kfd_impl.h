@@ -1,7 +1,7 @@
 // The fake KFD's state, shared by fake_kfd.cpp (files, fds, ioctls, mmap) and fake_gpu.cpp (the "GPU").
 #pragma once
 
-#include "devices/amd/fake_kfd.h"
+#include "devices/amd/fake/fake_kfd.h"
 #include "devices/amd/kfd_impl.h"
 
 #include <map>

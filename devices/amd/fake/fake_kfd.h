@@ -1,3 +1,4 @@
+// Test support, never in the production binary (tinyllm_devices_fake).
 // A fake /dev/kfd behind KfdIO, so CI runs the whole AMD backend without a GPU: fake topology (sysfs),
 // a memory model where every GPU allocation is host memory at the same address, and a fake AQL queue
 // whose "GPU" processes packets when the doorbell is written. It runs the dispatched kernel's host twin
@@ -6,46 +7,13 @@
 #pragma once
 
 #include "devices/amd/amd.h"
+#include "devices/device.h"
 
-#include <array>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace amd {
-
-// A dispatch as the kernel's host twin sees it.
-struct Dispatch {
-    std::string kernel;
-    uint32_t dims = 1;
-    std::array<uint32_t, 3> grid{};       // work-items per dimension (AQL grid_size)
-    std::array<uint16_t, 3> workgroup{};  // work-items per workgroup
-    std::span<const uint8_t> kernarg;     // the kernarg segment as the GPU reads it
-    template <class T>
-    T arg(size_t offset) const {  // kernarg bytes at `offset` (the kernel's metadata gives offsets)
-        if (offset > kernarg.size() || sizeof(T) > kernarg.size() - offset)
-            throw Error("[fake-kfd] kernel '" + kernel + "' read kernarg bytes past its segment");
-        T t;
-        std::memcpy(&t, kernarg.data() + offset, sizeof(T));
-        return t;
-    }
-};
-
-// GPU memory as the fake GPU sees it. resolve() checks that [va, va+bytes) lies in memory mapped on this
-// GPU and returns the host address; otherwise the dispatch stops with a GPU memory fault at that address.
-class GpuMemory {
-public:
-    virtual ~GpuMemory() = default;
-    virtual uint8_t* resolve(uint64_t va, size_t bytes) = 0;
-    template <class T>
-    T* array(uint64_t va, size_t count) {
-        return reinterpret_cast<T*>(resolve(va, count * sizeof(T)));
-    }
-};
-
-// Runs a whole dispatch (every work-item) on the host.
-using HostTwin = std::function<void(const Dispatch&, GpuMemory&)>;
 
 struct FakeGpuSpec {
     uint32_t gfx_target_version = 110000;  // gfx1100 (RX 7900 XTX)
@@ -62,14 +30,14 @@ struct FakeKfdOptions {
     std::vector<FakeGpuSpec> gpus = {FakeGpuSpec{}};
 };
 
-class FakeKfd final : public KfdIO {
+class FakeKfd final : public TwinKfdIO {
 public:
     explicit FakeKfd(FakeKfdOptions options = {});
     ~FakeKfd() override;
 
     // The kernel the fake GPU runs when a dispatch names `kernel`. A dispatch of a kernel without a twin
     // throws Error from the doorbell write: it is a test-setup mistake, not GPU behaviour.
-    void add_twin(const std::string& kernel, HostTwin twin);
+    void add_twin(const std::string& kernel, HostTwin twin) override;
 
     struct Stats {
         size_t dispatches = 0, doorbells = 0, faults = 0, hdp_flushes = 0;
@@ -92,5 +60,15 @@ public:
 private:
     std::unique_ptr<State> s_;
 };
+
+// The engine's "AMD" device on a fake /dev/kfd with one GPU of `target` (gfx1100, gfx1201, gfx90a,
+// gfx942), or as `options` describe it (no /dev/kfd at all, no GPU, ...).
+std::unique_ptr<devices::Device> make_fake_engine_device(const std::string& target = "gfx1100");
+std::unique_ptr<devices::Device> make_fake_engine_device(const FakeKfdOptions& options);
+// The fake GPU spec for `target`; throws devices::Error if unknown.
+FakeGpuSpec fake_gpu_spec(const std::string& target);
+// From now on the registry's "AMD" is a fake /dev/kfd whenever TINYLLM_FAKE_KFD is set (the test-only
+// switch, devices/env.h); binaries that do not call this refuse the switch.
+void install_fake_kfd();
 
 }  // namespace amd

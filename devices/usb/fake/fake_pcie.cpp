@@ -2,7 +2,7 @@
 // their programmed bus numbers and memory requests only within their windows, and a GPU endpoint with
 // sizable BARs (VRAM, doorbells, registers), a register file, sparse VRAM and a DMA engine that masters
 // the bus up to the bridge's SRAM (at 0x200000) when every port has bus mastering enabled.
-#include "devices/usb/fake_bridge_impl.h"
+#include "devices/usb/fake/fake_bridge_impl.h"
 
 #include <cstring>
 

@@ -4,7 +4,7 @@
 // address (packet, kernargs, pointer arguments, what the twin touches) must be GPU-mapped; the first one
 // that is not ends the dispatch with a memory fault reported through KFD's memory events.
 #include "devices/amd/code_object_impl.h"
-#include "devices/amd/fake_kfd_impl.h"
+#include "devices/amd/fake/fake_kfd_impl.h"
 
 namespace amd {
 
