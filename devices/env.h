@@ -6,7 +6,8 @@
 //   TINYLLM_DEVICE=NAME  default device for new tensors (default CPU)
 //   TINYLLM_NULL_TARGET=gfxN  the AMD target the NULL device compiles for (default gfx1100)
 //   TINYLLM_FAKE_KFD=1|gfxN  tests only: "AMD" is a fake /dev/kfd whose GPU (gfx1100, or the target named)
-//                            runs host twins of the kernels (emulated hand kernels, host-compiled IR)
+//                            runs host twins of the kernels (emulated hand kernels, host-compiled IR), in
+//                            binaries linked with the fakes (amd::install_fake_kfd); `tinyllm` refuses it
 #pragma once
 
 #include <string>

@@ -3,7 +3,6 @@
 #include "llm/chat_template.h"
 
 #include "llm/config.h"
-#include "llm/jinja_render.h"
 
 namespace llm {
 
@@ -148,12 +147,6 @@ struct ChatTemplate::Impl {
 
 ChatTemplate::ChatTemplate(const std::string& source, std::string name) : impl_(std::make_unique<Impl>()) {
     impl_->name = std::move(name);
-    constexpr size_t MAX_SOURCE_BYTES = 1 << 20;  // real templates are under 20 KB; parsing is not budgeted
-    if (source.size() > MAX_SOURCE_BYTES)
-        throw TemplateError(TemplateError::Kind::SYNTAX, 0,
-                            "template source of " + std::to_string(source.size()) + " bytes exceeds the limit of " +
-                                std::to_string(MAX_SOURCE_BYTES),
-                            impl_->name);
     try {
         impl_->program = jinja::parse(source);
     } catch (const jinja::Error& e) {
@@ -167,8 +160,7 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
     try {
-        jinja::Renderer renderer(*impl_->program, context, impl_->clock, impl_->limits);
-        return renderer.render();
+        return jinja::render(*impl_->program, context, impl_->clock, impl_->limits);
     } catch (const jinja::Error& e) {
         throw convert(e, impl_->name);
     } catch (const TemplateError&) {

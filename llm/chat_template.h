@@ -1,7 +1,9 @@
-// Chat templates: our interpreter for the Jinja subset real chat templates use, rendered with
-// Hugging Face's settings (trim_blocks, lstrip_blocks, tojson without HTML escaping).
+// Chat templates: a model's Jinja template rendered by our interpreter (jinja/) with Hugging Face's
+// settings (trim_blocks, lstrip_blocks, tojson without HTML escaping), and the fallback templates.
 // (Interface agreed between modules; the template module owns and may extend it.)
 #pragma once
+
+#include "jinja/jinja.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,20 +29,14 @@ struct TemplateError : std::runtime_error {
     std::string message;  // without the location; for RAISED exactly the template's raise_exception(msg)
 };
 
-// What one render may use; exceeding any is a TemplateError (RUNTIME) naming the limit. Every real
-// template in ../shared/golden/templates uses a tiny fraction (tests/llm/chat_template_budget_test.cpp).
+// What one render may use (jinja/jinja.h); exceeding any is a TemplateError (RUNTIME) naming the limit.
+using TemplateLimits = jinja::TemplateLimits;
+
 // A chat's messages cannot be prepared (tool-call arguments nest too deep); `param` names the field
 // (messages[2].tool_calls[0].function.arguments).
 struct ChatInputError : std::invalid_argument {
     std::string param;
     ChatInputError(const std::string& message, std::string param_) : std::invalid_argument(message), param(std::move(param_)) {}
-};
-
-struct TemplateLimits {
-    uint64_t max_steps = 2'000'000;                // statements, expressions, loop iterations, items touched
-    uint64_t max_output_bytes = 32ull << 20;       // all text appended to the output and captured blocks
-    uint64_t max_alloc_bytes = 128ull << 20;       // all strings and containers the template creates
-    size_t max_stack_bytes = 1u << 20;             // native stack (less if the thread has less; 4x under sanitizers)
 };
 
 class ChatTemplate {

@@ -1,12 +1,14 @@
 // The AMD GPU backend over raw KFD (DESIGN.md §4, like tinygrad's ops_amd.py): GPUs from the KFD topology
 // in sysfs, GPU memory, one AQL queue, code objects and kernel dispatch. Every OS call goes through KfdIO,
-// so CI runs the whole backend against FakeKfd (fake_kfd.h), whose "GPU" runs host twins of the kernels.
+// so CI runs the whole backend against FakeKfd (fake/fake_kfd.h), whose "GPU" runs host twins of the kernels.
 #pragma once
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -48,6 +50,46 @@ public:
     virtual void write_register(volatile uint32_t* reg, uint32_t value) = 0;
 };
 KfdIO& system_kfd_io();  // the real syscalls
+
+// A dispatch as the kernel's host twin sees it.
+struct Dispatch {
+    std::string kernel;
+    uint32_t dims = 1;
+    std::array<uint32_t, 3> grid{};       // work-items per dimension (AQL grid_size)
+    std::array<uint16_t, 3> workgroup{};  // work-items per workgroup
+    std::span<const uint8_t> kernarg;     // the kernarg segment as the GPU reads it
+    template <class T>
+    T arg(size_t offset) const {  // kernarg bytes at `offset` (the kernel's metadata gives offsets)
+        if (offset > kernarg.size() || sizeof(T) > kernarg.size() - offset)
+            throw Error("[fake-kfd] kernel '" + kernel + "' read kernarg bytes past its segment");
+        T t;
+        std::memcpy(&t, kernarg.data() + offset, sizeof(T));
+        return t;
+    }
+};
+
+// GPU memory as a host twin sees it. resolve() checks that [va, va+bytes) lies in memory mapped on this
+// GPU and returns the host address; otherwise the dispatch stops with a GPU memory fault at that address.
+class GpuMemory {
+public:
+    virtual ~GpuMemory() = default;
+    virtual uint8_t* resolve(uint64_t va, size_t bytes) = 0;
+    template <class T>
+    T* array(uint64_t va, size_t count) {
+        return reinterpret_cast<T*>(resolve(va, count * sizeof(T)));
+    }
+};
+
+// Runs a whole dispatch (every work-item) on the host.
+using HostTwin = std::function<void(const Dispatch&, GpuMemory&)>;
+
+// A KfdIO whose "GPU" runs a host twin of each dispatched kernel instead of its machine code: the fake
+// /dev/kfd of the tests (devices/amd/fake). The engine device gives every kernel it loads a twin.
+class TwinKfdIO : public KfdIO {
+public:
+    // The kernel the GPU runs when a dispatch names `kernel`.
+    virtual void add_twin(const std::string& kernel, HostTwin twin) = 0;
+};
 
 // One GPU node of the KFD topology (/sys/devices/virtual/kfd/kfd/topology/nodes/N).
 struct GpuInfo {

@@ -8,6 +8,7 @@
 #include "devices/env.h"
 #include "kernels_amd/kernels_amd.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -27,7 +28,7 @@ struct GeneratedProgram : devices::Program {
 
 class EngineDevice final : public OpsDevice {
 public:
-    EngineDevice(std::unique_ptr<FakeKfd> fake, KfdIO& io) : fake_(std::move(fake)) {
+    EngineDevice(std::unique_ptr<TwinKfdIO> twins, KfdIO& io) : twins_(std::move(twins)) {
         try {
             gpu_ = AmdDevice::open(0, io);
         } catch (const NoDevice& e) {
@@ -70,7 +71,7 @@ public:
         const Program& program = gpu_->load_program(code, src.name);
         auto p = std::make_shared<GeneratedProgram>();
         p->kernel = &program.kernel(src.name);
-        if (fake_) add_generated_twin(src, *p->kernel);
+        if (twins_) add_generated_twin(src, *p->kernel);
         return p;
     }
 
@@ -174,7 +175,7 @@ private:
         for (const ka::KernelInfo& k : ka::kernels())
             if (k.source == source && first.empty()) first = std::string(k.name);
         const Program& p = gpu_->load_program(ka::code_object(first, *hand_target_), "kernels_amd/" + source);
-        if (fake_) add_emulated_twins(source);
+        if (twins_) add_emulated_twins(source);
         return *(hand_programs_[source] = &p);
     }
 
@@ -185,7 +186,7 @@ private:
         for (const ka::KernelInfo& k : ka::kernels()) {
             if (k.source != source) continue;
             std::string name(k.name);
-            fake_->add_twin(name, [name, target](const Dispatch& d, GpuMemory& mem) {
+            twins_->add_twin(name, [name, target](const Dispatch& d, GpuMemory& mem) {
                 ka::emulate(name, target, {d.grid[0], d.grid[1], d.grid[2]}, {d.workgroup[0], d.workgroup[1], d.workgroup[2]}, d.kernarg,
                             [&mem](uint64_t va, uint64_t bytes, bool) -> void* { return mem.resolve(va, bytes); });
             });
@@ -201,7 +202,7 @@ private:
         std::string ir = host_twin_ir(src.llvm_ir, src.name, offsets);
         auto fn = reinterpret_cast<TwinFn>(host_jit().compile(ir, src.name + ".twin"));
         std::string name = src.name;
-        fake_->add_twin(name, [fn, name](const Dispatch& d, GpuMemory&) {
+        twins_->add_twin(name, [fn, name](const Dispatch& d, GpuMemory&) {
             if (d.dims != 1 || d.workgroup[0] == 0 || d.grid[0] % d.workgroup[0])
                 throw Error("[fake-kfd] generated kernel '" + name + "' dispatched with a grid that is not whole 1-D workgroups");
             devices::cpu::call_jit(fn, d.kernarg.data(), int64_t(0), int64_t(d.grid[0] / d.workgroup[0]), int64_t(d.workgroup[0]));
@@ -213,7 +214,7 @@ private:
     }
 
     std::string name_ = "AMD";
-    std::unique_ptr<FakeKfd> fake_;  // declared before gpu_: the GPU is closed first
+    std::unique_ptr<TwinKfdIO> twins_;  // a GPU that runs host twins; declared before gpu_: the GPU is closed first
     std::unique_ptr<AmdDevice> gpu_;
     std::string target_;
     std::optional<ka::Target> hand_target_;
@@ -223,45 +224,27 @@ private:
     std::unique_ptr<devices::cpu::LlvmJit> jit_;
 };
 
+std::atomic<FakeEngineFactory> g_fake_factory{nullptr};
+
 }  // namespace
 
-FakeGpuSpec fake_gpu_spec(const std::string& target) {
-    FakeGpuSpec spec;
-    if (target == "gfx1100") return spec;
-    if (target == "gfx1201") {  // RX 9070 XT
-        spec.gfx_target_version = 120001, spec.device_id = 0x7550, spec.simd_count = 128, spec.array_count = 8;
-        spec.vram_bytes = 16ull << 30;
-        return spec;
-    }
-    if (target == "gfx90a" || target == "gfx942") {  // MI210 / MI300X: wave64, 4 SIMDs per CU
-        bool mi300 = target == "gfx942";
-        spec.gfx_target_version = mi300 ? 90402 : 90010, spec.device_id = mi300 ? 0x74a1 : 0x740f;
-        spec.simd_per_cu = 4, spec.simd_count = mi300 ? 4 * 304 : 4 * 104, spec.max_waves_per_simd = 8;
-        spec.array_count = mi300 ? 32 : 8, spec.simd_arrays_per_engine = 1, spec.num_xcc = mi300 ? 8 : 1;
-        spec.vram_bytes = (mi300 ? 192ull : 64ull) << 30;
-        return spec;
-    }
-    throw devices::Error("[devices] AMD: no fake GPU for '" + target + "' (gfx1100, gfx1201, gfx90a, gfx942)");
-}
+void set_fake_engine_factory(FakeEngineFactory factory) { g_fake_factory = factory; }
 
-std::unique_ptr<devices::Device> make_fake_engine_device(const FakeKfdOptions& options) {
-    auto fake = std::make_unique<FakeKfd>(options);
-    FakeKfd& io = *fake;
-    return std::make_unique<EngineDevice>(std::move(fake), io);
-}
-
-std::unique_ptr<devices::Device> make_fake_engine_device(const std::string& target) {
-    FakeKfdOptions options;
-    options.gpus = {fake_gpu_spec(target)};
-    return make_fake_engine_device(options);
+std::unique_ptr<devices::Device> make_twin_engine_device(std::unique_ptr<TwinKfdIO> io) {
+    TwinKfdIO& kfd = *io;
+    return std::make_unique<EngineDevice>(std::move(io), kfd);
 }
 
 std::unique_ptr<devices::Device> make_engine_device() {
     const std::string& fake = devices::env::fake_kfd();
     if (!fake.empty() && fake != "0") {
         std::string target = fake == "1" ? "gfx1100" : fake;
+        FakeEngineFactory factory = g_fake_factory.load();
+        if (!factory)
+            throw devices::Error("[devices] AMD: TINYLLM_FAKE_KFD is set, but this binary has no fake /dev/kfd (a test-only "
+                                 "switch: tinyllm_fake_gpu and the test binaries have it)");
         std::fprintf(stderr, "[devices] AMD: TINYLLM_FAKE_KFD is set: a fake /dev/kfd with an emulated %s (tests only)\n", target.c_str());
-        return make_fake_engine_device(target);
+        return factory(target);
     }
     return std::make_unique<EngineDevice>(nullptr, system_kfd_io());
 }

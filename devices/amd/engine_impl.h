@@ -3,7 +3,7 @@
 // machine code — host twins built from the same IR. Internal to devices/ (and its tests).
 #pragma once
 
-#include "devices/amd/fake_kfd.h"
+#include "devices/amd/amd.h"
 #include "devices/device.h"
 
 #include <cstdint>
@@ -15,15 +15,15 @@
 namespace amd {
 
 // The registry's "AMD": GPU 0 through the real /dev/kfd; with TINYLLM_FAKE_KFD set (a test-only switch),
-// a fake /dev/kfd whose emulated GPU has the target it names ("1" = gfx1100). Throws devices::Error with
-// the reason when there is no GPU.
+// a fake /dev/kfd whose emulated GPU has the target it names ("1" = gfx1100), in binaries that link the
+// fakes (devices/amd/fake) and installed them. Throws devices::Error with the reason when there is no GPU.
 std::unique_ptr<devices::Device> make_engine_device();
-// An engine device on a fake /dev/kfd with one GPU of `target` (gfx1100, gfx1201, gfx90a, gfx942), or
-// as `options` describe it (no /dev/kfd at all, no GPU, ...).
-std::unique_ptr<devices::Device> make_fake_engine_device(const std::string& target = "gfx1100");
-std::unique_ptr<devices::Device> make_fake_engine_device(const FakeKfdOptions& options);
-// The fake GPU spec the tests and TINYLLM_FAKE_KFD use for `target`; throws devices::Error if unknown.
-FakeGpuSpec fake_gpu_spec(const std::string& target);
+// The engine device on a GPU that runs host twins (the fake /dev/kfd), which it owns: every kernel it
+// loads gets a twin (generated kernels their IR compiled for the host, hand kernels kernels_amd's emulator).
+std::unique_ptr<devices::Device> make_twin_engine_device(std::unique_ptr<TwinKfdIO> io);
+// What make_engine_device() calls when TINYLLM_FAKE_KFD names a target; set by amd::install_fake_kfd().
+using FakeEngineFactory = std::unique_ptr<devices::Device> (*)(const std::string& target);
+void set_fake_engine_factory(FakeEngineFactory factory);
 
 // LLVM IR text -> a linked code object (ET_DYN) for `gfx`: O3 with the AMDGPU target machine, an object
 // file from LLVM, then lld (in-process). `where` names the kernel in errors.

@@ -2,7 +2,7 @@
 // SCSI-style commands over USB Attached SCSI (bulk transfers on four endpoints, USB 3 streams) reach the
 // controller's XDATA memory, its PCIe requester (config reads/writes, memory reads/writes) and its SRAM,
 // which PCIe devices see at 0x200000 and DMA to and from. All USB traffic goes through UsbTransport:
-// libusb-1.0 in production, FakeAsm24 (fake_bridge.h) in tests.
+// libusb-1.0 in production, FakeAsm24 (fake/fake_bridge.h) in tests.
 #pragma once
 
 #include <array>

@@ -1,5 +1,6 @@
 // `tinyllm run --device AMD` as a user runs it: without a GPU a clear message; on the fake /dev/kfd (the
-// test-only switch TINYLLM_FAKE_KFD) the golden stories260K continuation — the whole AMD path: generated
+// test-only switch TINYLLM_FAKE_KFD, in tinyllm_fake_gpu: the same CLI linked with the fakes, which the
+// production binary refuses) the golden stories260K continuation — the whole AMD path: generated
 // kernels compiled to gfx1100 code objects and loaded, hand kernels from the embedded code objects, AQL
 // dispatches through the queue, executed by the fake GPU's host twins and the kernels_amd emulator.
 #include "cli/run_tinyllm.h"
@@ -21,11 +22,12 @@ nlohmann::json stories_golden(size_t i) {
     return nlohmann::json::parse(f)["cases"].at(i);
 }
 
-// Runs with the fake GPU switched on (or off) for this command only.
+// Runs tinyllm_fake_gpu with the fake GPU switched on (or `tinyllm` with it off) for this command only.
 Run run_with_fake_kfd(const char* value, const std::string& args, bool merge_stderr) {
     if (value) setenv("TINYLLM_FAKE_KFD", value, 1);
     else unsetenv("TINYLLM_FAKE_KFD");
-    Run r = run_tinyllm(args, merge_stderr);
+    Run r = value ? run_binary(std::string(TINYLLM_BINARY_DIR) + "/tinyllm_fake_gpu", args, merge_stderr)
+                  : run_tinyllm(args, merge_stderr);
     unsetenv("TINYLLM_FAKE_KFD");
     return r;
 }
@@ -56,6 +58,14 @@ TEST_CASE("run --device AMD without an AMD GPU says so and exits cleanly") {
     Run r = run_with_fake_kfd(nullptr, "run --device AMD -p 'Once upon a time' -n 4 --temp 0", true);
     CHECK(r.status == 1);
     CHECK(r.out.find("error: [devices] AMD: no AMD GPU: /dev/kfd does not exist") != std::string::npos);
+}
+
+TEST_CASE("the production binary has no fake GPU: TINYLLM_FAKE_KFD is refused with a clear message") {
+    setenv("TINYLLM_FAKE_KFD", "1", 1);
+    Run r = run_tinyllm("run --device AMD -p 'Once upon a time' -n 4 --temp 0", true);
+    unsetenv("TINYLLM_FAKE_KFD");
+    CHECK(r.status == 1);
+    CHECK(r.out.find("error: [devices] AMD: TINYLLM_FAKE_KFD is set, but this binary has no fake /dev/kfd") != std::string::npos);
 }
 
 TEST_CASE("run --device names the known devices when given an unknown one") {

@@ -1,4 +1,5 @@
-// Runs the built `tinyllm` (path in TINYLLM_BIN) as a user would and captures what it prints.
+// Runs the built `tinyllm` (path in TINYLLM_BIN), or another built binary, as a user would and captures
+// what it prints.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -15,9 +16,7 @@ struct Run {
     std::string out;  // stdout, and stderr too unless redirected in `args`
 };
 
-inline Run run_tinyllm(const std::string& args, bool merge_stderr = true) {
-    const char* bin = std::getenv("TINYLLM_BIN");
-    std::string path = bin ? bin : std::string(TINYLLM_BINARY_DIR) + "/tinyllm";
+inline Run run_binary(const std::string& path, const std::string& args, bool merge_stderr = true) {
     REQUIRE(std::filesystem::exists(path));
     Run r;
     FILE* p = popen(("'" + path + "' " + args + (merge_stderr ? " 2>&1" : "")).c_str(), "r");
@@ -28,4 +27,9 @@ inline Run run_tinyllm(const std::string& args, bool merge_stderr = true) {
     int st = pclose(p);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return r;
+}
+
+inline Run run_tinyllm(const std::string& args, bool merge_stderr = true) {
+    const char* bin = std::getenv("TINYLLM_BIN");
+    return run_binary(bin ? bin : std::string(TINYLLM_BINARY_DIR) + "/tinyllm", args, merge_stderr);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "devices/amd/engine_impl.h"
+#include "devices/amd/fake/fake_kfd.h"
 #include "engine/tensor.h"
 
 #include <catch2/catch.hpp>

@@ -2,7 +2,7 @@
 // twins the fake GPU runs for its kernels.
 #pragma once
 
-#include "devices/amd/fake_kfd.h"
+#include "devices/amd/fake/fake_kfd.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // The ASM24xx bridge driver against the fake bridge: PCIe enumeration and the GPU's ids, BAR register
 // writes and reads, SRAM DMA in both directions byte for byte, and the failures a user could meet.
-#include "devices/usb/fake_bridge.h"
+#include "devices/usb/fake/fake_bridge.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // Bringing up an AMD GPU over USB needs its firmware files: which ones, and the exact file named when one
 // is missing (or only compressed). Uses a scratch firmware directory; the probe runs on the fake bridge.
-#include "devices/usb/fake_bridge.h"
+#include "devices/usb/fake/fake_bridge.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,6 +4,7 @@
 // logits); sampling, grammars and cancellation stay per request; a repeated prompt reuses the cached
 // blocks of its prefix; a finished or cancelled request leaves nothing behind in the pool.
 #include "common/test_data.h"
+#include "devices/amd/fake/fake_kfd.h"
 #include "llm/company.h"
 #include "llm/grammar.h"
 #include "llm/session.h"
@@ -81,7 +82,10 @@ void check_same_company(const std::string& path, const std::string& device = "CP
         single->reset();
         lone[i].ids = single->generate(prompts[i], greedy(N_GEN, &lone[i], single->info().n_vocab)).ids;
     }
-    if (device == "AMD") setenv("TINYLLM_FAKE_KFD", "1", 1);
+    if (device == "AMD") {
+        amd::install_fake_kfd();
+        setenv("TINYLLM_FAKE_KFD", "1", 1);
+    }
     auto batched = open(path, 4, device);
     REQUIRE(batched->max_parallel() == 4);
     std::vector<llm::GenerateResult> got = together(*batched, prompts, greedy(N_GEN));

@@ -1,4 +1,4 @@
-// ChatTemplate beyond the language: the pinned clock, key order, OpenAI message preparation, the
+// ChatTemplate beyond the language (tests/jinja has the language): errors that say where, the pinned clock, key order, OpenAI message preparation, the
 // fallback templates (checked against the real templates they stand in for) and concurrent renders.
 #include "common/test_data.h"
 #include "llm/chat_template.h"
@@ -55,6 +55,26 @@ const char* const CONVERSATION = R"({"messages": [
   "add_generation_prompt": true, "bos_token": "<s>", "eos_token": "</s>"})";
 
 }  // namespace
+
+TEST_CASE("a TemplateError keeps the interpreter's kind, line and message, and says which template") {
+    try {
+        llm::ChatTemplate t("{%- if true %}\n  ok\n  {{- raise_exception('System role not supported') }}\n{% endif %}", "t.jinja");
+        t.render(Json::object());
+        FAIL("rendered");
+    } catch (const llm::TemplateError& e) {
+        CHECK(e.kind == llm::TemplateError::Kind::RAISED);
+        CHECK(e.message == "System role not supported");
+        CHECK(e.line == 3);
+        CHECK(std::string(e.what()) == "[chat_template] t.jinja:3: System role not supported");
+    }
+    try {
+        llm::ChatTemplate("{{ 'x' ~ }}");
+        FAIL("parsed");
+    } catch (const llm::TemplateError& e) {
+        CHECK(e.kind == llm::TemplateError::Kind::SYNTAX);
+        CHECK(std::string(e.what()).rfind("[chat_template] line 1: ", 0) == 0);
+    }
+}
 
 TEST_CASE("strftime_now reads the settable clock, formatting in the C locale") {
     llm::ChatTemplate t("{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%B %d, %Y') }}|{{ strftime_now('%Y-%m-%d %A') }}");

@@ -1,6 +1,8 @@
 // The scripted model used by the server tests and the tinyllm_fake executable; see fake_model.h.
 #include "fake/fake_model.h"
 
+#include "llm/chat_template.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -166,22 +168,26 @@ llm::GenerateResult ScriptedSession::generate(const std::vector<int32_t>& prompt
     return result;
 }
 
+// A real Jinja template (rendered by llm::ChatTemplate, as a model's would be); JSON is written compactly.
+const char* const CHATML_TEMPLATE = R"({%- if tools -%}
+{{- '<|im_start|>system\n# Tools\n' + tools | tojson(separators=(',', ':')) + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- for m in messages -%}
+{{- '<|im_start|>' + m.role + '\n' -}}
+{%- if m.content is string -%}{{- m.content -}}{%- endif -%}
+{%- for call in (m.tool_calls or []) -%}
+{{- '<tool_call>\n' + call.function | tojson(separators=(',', ':')) + '\n</tool_call>' -}}
+{%- endfor -%}
+{{- '<|im_end|>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+{{- '<|im_start|>assistant\n' -}}
+{%- if enable_thinking -%}{{- '<think>\n' -}}{%- endif -%}
+{%- endif -%})";
+
 std::string render_chatml(const nlohmann::ordered_json& context) {
-    std::string out;
-    if (context.contains("tools") && !context["tools"].empty())
-        out += "<|im_start|>system\n# Tools\n" + context["tools"].dump() + "<|im_end|>\n";
-    for (const auto& m : context["messages"]) {
-        out += "<|im_start|>" + m["role"].get<std::string>() + "\n";
-        if (m["content"].is_string()) out += m["content"].get<std::string>();
-        if (m.contains("tool_calls"))
-            for (const auto& call : m["tool_calls"]) out += "<tool_call>\n" + call["function"].dump() + "\n</tool_call>";
-        out += "<|im_end|>\n";
-    }
-    if (context.value("add_generation_prompt", false)) {
-        out += "<|im_start|>assistant\n";
-        if (context.value("enable_thinking", false)) out += "<think>\n";
-    }
-    return out;
+    static const llm::ChatTemplate chatml(CHATML_TEMPLATE, "fake-chatml.jinja");
+    return chatml.render(context);
 }
 
 }  // namespace fake

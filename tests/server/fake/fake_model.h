@@ -1,6 +1,6 @@
 // A scripted stand-in for a model: a byte-level tokenizer (every byte one token, so tags, stop strings
 // and multi-byte characters all split across tokens) and a Session that "generates" a planned text,
-// optionally slowly, recording what it was asked. Also a ChatML renderer in place of a Jinja template.
+// optionally slowly, recording what it was asked. Also a ChatML template (real Jinja, via llm::ChatTemplate).
 #pragma once
 
 #include "llm/session.h"
@@ -77,8 +77,8 @@ private:
 
 std::string prompt_text(const std::vector<int32_t>& ids);  // decode with specials written out
 
-// ChatML: <|im_start|>role\ncontent<|im_end|>\n …, tools listed in a system turn, "<think>\n" opened
-// when the context says enable_thinking.
+// ChatML through a real Jinja template (llm::ChatTemplate): <|im_start|>role\ncontent<|im_end|>\n …, tools
+// listed in a system turn, "<think>\n" opened when the context says enable_thinking.
 std::string render_chatml(const nlohmann::ordered_json& context);
 
 }  // namespace fake
