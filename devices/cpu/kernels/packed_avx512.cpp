@@ -242,8 +242,10 @@ void tile_q6_k(const uint8_t* panel, int64_t K, const PanelAct* x, __m512 acc[N]
     }
 }
 
-// Panels of rows [r0, r1) × N tokens; whole panels are computed, the rows `keep` selects stored.
-template <int N>
+// Panels of rows [r0, r1) × N tokens; whole panels are computed, the rows `keep` selects stored. One
+// function per type: with the four tiles inlined into one, GCC's allocation of one tile's registers
+// depended on the others (the Q8_0 tile's second chain cost Q4_K decode a third of its speed).
+template <int N, Type T>
 void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_t r1) {
     const size_t panel_bytes = kPanelRows * bytes_per_row(m.type, m.n_cols);
     for (int64_t p = r0 / kPanelRows; p * kPanelRows < r1; p++) {
@@ -254,14 +256,23 @@ void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_
         __m512 acc[N];
 #pragma GCC unroll 4
         for (int t = 0; t < N; t++) acc[t] = _mm512_setzero_ps();
-        switch (m.type) {
-            case Type::Q4_0: tile_q4_0<N>(panel, m.n_cols, x, acc); break;
-            case Type::Q4_K: tile_q4_k<N>(panel, m.n_cols, x, acc); break;
-            case Type::Q6_K: tile_q6_k<N>(panel, m.n_cols, x, acc); break;
-            default: tile_q8_0<N>(panel, m.n_cols, x, acc); break;
-        }
+        if constexpr (T == Type::Q4_0) tile_q4_0<N>(panel, m.n_cols, x, acc);
+        else if constexpr (T == Type::Q4_K) tile_q4_k<N>(panel, m.n_cols, x, acc);
+        else if constexpr (T == Type::Q6_K) tile_q6_k<N>(panel, m.n_cols, x, acc);
+        else tile_q8_0<N>(panel, m.n_cols, x, acc);
 #pragma GCC unroll 4
         for (int t = 0; t < N; t++) _mm512_mask_storeu_ps(y + first + t * m.y_stride, keep, acc[t]);
+    }
+}
+
+// Up to 4 of the n tokens left at x.
+template <Type T>
+void panel_tokens(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_t r1, int64_t n) {
+    switch (n) {
+        case 1: panel_rows<1, T>(m, x, y, r0, r1); break;
+        case 2: panel_rows<2, T>(m, x, y, r0, r1); break;
+        case 3: panel_rows<3, T>(m, x, y, r0, r1); break;
+        default: panel_rows<4, T>(m, x, y, r0, r1); break;
     }
 }
 
@@ -332,11 +343,11 @@ void gemv_packed(const Matmul& m, int64_t r0, int64_t r1) {
     prepare_panel_acts(m.type, static_cast<const uint8_t*>(m.x), K, m.n_tokens, mem, acts);
     for (int64_t t = 0; t < m.n_tokens; t += 4) {
         float* y = m.y + t * m.y_stride;
-        switch (m.n_tokens - t) {
-            case 1: panel_rows<1>(m, acts + t, y, r0, r1); break;
-            case 2: panel_rows<2>(m, acts + t, y, r0, r1); break;
-            case 3: panel_rows<3>(m, acts + t, y, r0, r1); break;
-            default: panel_rows<4>(m, acts + t, y, r0, r1); break;
+        switch (m.type) {
+            case Type::Q4_0: panel_tokens<Type::Q4_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::Q4_K: panel_tokens<Type::Q4_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::Q6_K: panel_tokens<Type::Q6_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            default: panel_tokens<Type::Q8_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
         }
     }
 }
