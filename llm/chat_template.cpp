@@ -179,8 +179,7 @@ std::string ChatTemplate::fallback_source(const std::string& pre, const std::str
             if (pre == n) return true;
         return false;
     };
-    const Architecture* a = find_architecture(arch);
-    const ChatFallback by_arch = a ? a->chat_fallback : ChatFallback::NONE;
+    const ChatFallback by_arch = chat_fallback_of(arch);
     const char* body = CHATML;
     if (is({"llama3", "llama-v3", "llama-bpe"})) body = LLAMA3;
     else if (is({"deepseek-v3", "deepseek-llm", "deepseek-r1-qwen"})) body = DEEPSEEK;
@@ -188,7 +187,7 @@ std::string ChatTemplate::fallback_source(const std::string& pre, const std::str
     else if (is({"tekken"})) body = MISTRAL;
     else if (is({"kimi-k2"})) body = KIMI;
     else if (by_arch == ChatFallback::HARMONY) body = HARMONY;
-    else if (arch == "gemma" || arch == "gemma2" || arch == "gemma3") body = GEMMA;
+    else if (by_arch == ChatFallback::GEMMA) body = GEMMA;
     else if (by_arch == ChatFallback::LLAMA2_WITHOUT_PRE && pre.empty()) body = LLAMA2;
     return std::string(CONTENT_MACRO) + body;
 }

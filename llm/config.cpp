@@ -197,6 +197,18 @@ const Architecture* find_architecture(std::string_view name) {
     return nullptr;
 }
 
+ChatFallback chat_fallback_of(std::string_view name) {
+    struct ChatOnly {
+        const char* name;
+        ChatFallback fallback;
+    };
+    static constexpr ChatOnly CHAT_ONLY[] = {{"gemma", ChatFallback::GEMMA}, {"gemma2", ChatFallback::GEMMA}, {"gemma3", ChatFallback::GEMMA}};
+    if (const Architecture* a = find_architecture(name)) return a->chat_fallback;
+    for (const ChatOnly& c : CHAT_ONLY)
+        if (name == c.name) return c.fallback;
+    return ChatFallback::NONE;
+}
+
 bool ModelConfig::has_recurrent_layers() const {
     return std::any_of(layer_kind.begin(), layer_kind.end(),
                        [](LayerKind k) { return k == LayerKind::GATED_DELTA_NET || k == LayerKind::KDA; });

@@ -24,7 +24,7 @@ enum class LayerPattern {
     KDA,              // KDA where head_count_kv is 0, MLA elsewhere (kimi-linear)
 };
 enum class QkNorm { NONE, PER_HEAD, FULL_WIDTH, PER_HEAD_IF_PRESENT };  // IF_PRESENT: when blk.0.attn_q_norm exists
-enum class ChatFallback { NONE, HARMONY, LLAMA2_WITHOUT_PRE };  // template when the file has none (llm/chat_template)
+enum class ChatFallback { NONE, HARMONY, GEMMA, LLAMA2_WITHOUT_PRE };  // template when the file has none (llm/chat_template)
 
 // One row per GGUF architecture (general.architecture): every fact the metadata does not state, as
 // llama.cpp's model definitions have it. Adding an architecture whose math exists is one row (config.cpp).
@@ -56,6 +56,9 @@ struct Architecture {
 
 // The row of `name`, or nullptr when the architecture is not supported.
 const Architecture* find_architecture(std::string_view name);
+// The chat template family of an architecture whose GGUF has none: its row's, or for the few
+// architectures that only `tinyllm template` renders for (gemma), theirs.
+ChatFallback chat_fallback_of(std::string_view name);
 std::span<const Architecture> architectures();
 
 struct RopeConfig {
