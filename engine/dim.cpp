@@ -1,7 +1,7 @@
 // Dim (a symbolic integer: a constant or an i64 expression node over Vars) and Var (a bound symbolic
 // integer with a range). Arithmetic on symbolic Dims goes through the symbolic rules.
 #include "engine/ir_impl.h"
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 namespace engine {
 

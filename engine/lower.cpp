@@ -2,7 +2,7 @@
 // movement ops become index math on those coordinates (views never copy), reductions become REDUCE
 // loops, materialized inputs become LOADs. The per-op coordinate transforms are the table below.
 #include "engine/realize_impl.h"
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 #include <map>
 

@@ -2,7 +2,7 @@
 // items in order, then point the realized tensors at their buffers. Also the DEBUG reports.
 #include "engine/op_call_impl.h"
 #include "engine/realize_impl.h"
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 #include "devices/env.h"
 

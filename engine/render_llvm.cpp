@@ -5,7 +5,7 @@
 // flattened into the global work-item id), global pointers cast to flat for the shared body code.
 #include "engine/llvm_prelude_impl.h"
 #include "engine/realize_impl.h"
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 #include <algorithm>
 #include <atomic>

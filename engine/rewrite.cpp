@@ -1,5 +1,5 @@
 // The rewrite engine: pattern matching (commutative-aware) and bottom-up application to a fixpoint.
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 #include <unordered_map>
 

@@ -1,7 +1,7 @@
 // The scheduler: which nodes of the graph become kernels. Everything else is inlined into its
 // consumers: elementwise producers are recomputed, movement ops become index math. DESIGN.md §3.
 #include "engine/realize_impl.h"
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 #include <algorithm>
 #include <unordered_map>

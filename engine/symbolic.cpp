@@ -1,6 +1,6 @@
 // The symbolic rule set: constant folding, identities, and index math over linear forms so that
 // movement ops folded into indices (reshape = flatten then unflatten) simplify back to plain strides.
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 #include <algorithm>
 #include <cmath>

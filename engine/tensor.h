@@ -58,7 +58,7 @@ inline constexpr DType bool_{DType::BOOL}, u8{DType::U8}, i8{DType::I8}, u16{DTy
     u32{DType::U32}, i32{DType::I32}, i64{DType::I64}, f16{DType::F16}, bf16{DType::BF16}, f32{DType::F32};
 
 // ---------------------------------------------------------------------------------------------------
-// Graph nodes are internal (engine/ir_impl.h); handles keep them alive by reference count.
+// Graph nodes are the engine's IR (engine/ir.h); handles keep them alive by reference count.
 struct Node;
 void node_retain(const Node* n);
 void node_release(const Node* n);

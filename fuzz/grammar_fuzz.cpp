@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     std::shared_ptr<const llm::Grammar> grammar;
     if (is_schema) {
-        // The server's limit (server_impl.h JSON_MAX_DEPTH): deeper bodies never reach the converter.
+        // The server's limit (server/request.h JSON_MAX_DEPTH): deeper bodies never reach the converter.
         const nlohmann::ordered_json::parser_callback_t depth_limit = [](int depth, auto, auto&) {
             if (depth > 256) throw std::length_error("too deep");
             return true;

@@ -3,7 +3,7 @@
 // Anything but a parsed Job or an ApiError / TemplateError is a bug.
 #include "fake/fake_model.h"
 #include "llm/chat_template.h"
-#include "server/server_impl.h"
+#include "server/request.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // Layouts: gguf/blocks.h and ../shared/golden/quants/README.md.
 #include "gguf/quants.h"
 
-#include "gguf/quant_tables_impl.h"
+#include "gguf/quant_tables.h"
 #include "gguf/quants_impl.h"
 #include "gguf/types.h"
 

@@ -2,7 +2,7 @@
 // Each 32-element sub-block is 4 groups of 8 (or 8 of 4) values picked from a grid table
 // (gguf/quant_tables.cpp), with per-group sign bits and a per-sub-block scale.
 #include "gguf/blocks.h"
-#include "gguf/quant_tables_impl.h"
+#include "gguf/quant_tables.h"
 #include "gguf/quants_impl.h"
 #include "gguf/types.h"
 

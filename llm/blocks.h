@@ -5,7 +5,7 @@
 
 #include "engine/tensor.h"
 #include "llm/config.h"
-#include "llm/weights_impl.h"
+#include "llm/weights.h"
 
 #include <variant>
 

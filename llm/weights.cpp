@@ -1,5 +1,5 @@
 // WeightLoader: GGUF tensor infos -> engine tensors over the mapped file.
-#include "llm/weights_impl.h"
+#include "llm/weights.h"
 
 namespace llm {
 

@@ -19,7 +19,7 @@ import sys
 UCD = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/unicode"
 MAX_CP = 0x110000
 
-# Must match enum Category in tokenizer/unicode_impl.h.
+# Must match enum Category in tokenizer/unicode.h.
 CATEGORIES = ["Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe",
               "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co"]
 BIT_WHITESPACE = 0x20

@@ -3,6 +3,7 @@
 // back for its next request. Every close happens on the epoll thread, so descriptors are never reused
 // under a worker's feet.
 #include "server/http_acceptor.h"
+#include "server/server_impl.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
 // (API key, Host, Origin, content type and encoding). The acceptor (http_acceptor.h) applies them.
 #pragma once
 
-#include "server/server_impl.h"
+#include "server/request.h"
 
 #include <optional>
 #include <string>

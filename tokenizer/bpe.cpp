@@ -1,8 +1,8 @@
 // Byte-level BPE (tokenizer.ggml.model = "gpt2"): GPT-2's byte<->unicode map undone at load so the
 // hot path works on raw bytes and token ids; merges by rank with a heap over a linked list of symbols
 // per word; a cache of words already merged.
-#include "tokenizer/pretokenize_impl.h"
-#include "tokenizer/unicode_impl.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/unicode.h"
 #include "tokenizer/vocab_impl.h"
 
 #include "gguf/gguf.h"

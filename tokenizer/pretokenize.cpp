@@ -3,9 +3,9 @@
 // and backtracking exactly; the driver turns matches and unmatched gaps into words, per stage.
 // Regexes: HF tokenizer.json / tiktoken of each model family, as collected in llama.cpp's
 // llama-vocab.cpp. \s is Unicode White_Space, \p{..} the general categories of unicode_tables.cpp.
-#include "tokenizer/pretokenize_impl.h"
+#include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode_impl.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <array>

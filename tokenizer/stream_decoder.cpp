@@ -1,6 +1,6 @@
 // StreamDecoder: turns generated ids into text as they come, never splitting a UTF-8 sequence.
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode_impl.h"
+#include "tokenizer/unicode.h"
 
 namespace tok {
 

@@ -3,6 +3,7 @@
 // (Interface agreed between modules; the tokenizer module owns and may extend it.)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,6 +52,12 @@ struct TextSpan {
     size_t begin = 0, end = 0;  // byte offsets, end exclusive
 };
 
+// Pre-tokens (words) longer than this are encoded in consecutive chunks of at most this many bytes,
+// each cut at a UTF-8 character boundary, so that an input without spaces (a 60 MB "word") costs time
+// linear in its length and memory bounded by the chunk (SentencePiece takes ~225 bytes per input byte).
+// Ids differ from an unbounded encoding only near the cuts of such words; real words are far shorter.
+constexpr size_t MAX_WORD_BYTES = 16384;
+
 class Tokenizer {
 public:
     virtual ~Tokenizer() = default;
@@ -86,6 +93,12 @@ public:
     // a router reads (<think>, <tool_call>) are user-defined or plain tokens, not control ones.
     virtual bool is_control(int32_t id) const = 0;
 };
+
+// The SentencePiece vocabulary of `file` (what from_gguf makes for tokenizer.ggml.model "llama"). It
+// encodes a text fragment word by word through a cache of words (unless the vocabulary removes extra
+// whitespace); by_word = false hands each fragment to SentencePiece whole: slower, the reference the
+// tests hold the word-by-word ids to.
+std::unique_ptr<Tokenizer> make_spm(const gguf::File& file, bool by_word = true);
 
 // Turns ids into text incrementally, emitting only complete UTF-8 code points; partial bytes are held
 // until the next token completes them. Bytes that can never become valid UTF-8 come out as U+FFFD at

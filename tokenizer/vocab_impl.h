@@ -70,14 +70,8 @@ struct StringHash {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
-// Words already encoded, shared by all threads encoding with one tokenizer.
-// Pre-tokens (words) longer than this are encoded in consecutive chunks of at most this many bytes,
-// each cut at a UTF-8 character boundary, so that an input without spaces (a 60 MB "word") costs time
-// linear in its length and memory bounded by the chunk (SentencePiece takes ~225 bytes per input byte).
-// Ids differ from an unbounded encoding only near the cuts of such words; real words are far shorter.
-constexpr size_t MAX_WORD_BYTES = 16384;
-
-// Calls f(chunk) for the chunks of `word` (the word itself when it is short enough).
+// Calls f(chunk) for the chunks of `word` (the word itself when it is short enough): at most
+// MAX_WORD_BYTES each (tokenizer.h), cut at UTF-8 character boundaries.
 template <class F>
 void for_each_chunk(std::string_view word, F&& f) {
     while (word.size() > MAX_WORD_BYTES) {
@@ -91,6 +85,7 @@ void for_each_chunk(std::string_view word, F&& f) {
     f(word);
 }
 
+// Words already encoded, shared by all threads encoding with one tokenizer.
 class WordCache {
 public:
     static constexpr size_t MAX_WORD = 256;  // longer words are rare and would make the cache large
@@ -183,8 +178,6 @@ protected:
     SpecialSplitter specials_;
 };
 
-std::unique_ptr<Tokenizer> make_bpe(const gguf::File& file);
-// by_word = false hands each text fragment to SentencePiece whole (tests check both agree).
-std::unique_ptr<Tokenizer> make_spm(const gguf::File& file, bool by_word = true);
+std::unique_ptr<Tokenizer> make_bpe(const gguf::File& file);  // make_spm: tokenizer.h
 
 }  // namespace tok

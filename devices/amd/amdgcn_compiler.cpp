@@ -1,7 +1,8 @@
 // Engine kernels for AMD GPUs, in process: LLVM IR -> amdgcn object (the AMDGPU TargetMachine at O3) ->
 // linked code object (lld's ELF driver), and the host twin of a kernel that the fake GPU runs in place of
 // its machine code. Facts: ../shared/notes/amd-toolchain.md ("At run time, the LLVM C++ API ... lld").
-#include "devices/amd/engine_impl.h"
+#include "devices/amd/amdgcn_compiler.h"
+#include "devices/device.h"
 
 #include <lld/Common/Driver.h>
 #include <llvm/IR/IRBuilder.h>

@@ -1,8 +1,8 @@
 // ELF code objects for amdgcn-amd-amdhsa: kernels from the metadata note (msgpack) and the <name>.kd
 // descriptors, and the loaded image. Facts: https://llvm.org/docs/AMDGPUUsage.html (ELF, note records,
 // kernel descriptor). Every offset and size is checked: a corrupt file is an amd::Error.
-#include "devices/amd/code_object_impl.h"
-#include "devices/amd/msgpack_impl.h"
+#include "devices/amd/code_object.h"
+#include "devices/amd/msgpack.h"
 
 #include <elf.h>
 

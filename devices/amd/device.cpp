@@ -1,6 +1,6 @@
 // AmdDevice: opening a GPU, its buffers, loading code objects into GPU memory, building kernargs (explicit
 // arguments checked against the metadata, hidden ones filled in) and queueing AQL dispatches.
-#include "devices/amd/code_object_impl.h"
+#include "devices/amd/code_object.h"
 #include "devices/amd/kfd_impl.h"
 
 #include <fcntl.h>

@@ -2,6 +2,7 @@
 // maps the same memory: large-BAR VRAM or GTT); generated kernels become code objects compiled in process;
 // hand kernels are kernels_amd's embedded code objects. On the fake /dev/kfd every kernel gets a host twin:
 // generated kernels the same IR JIT-compiled for the host, hand kernels the kernels_amd emulator.
+#include "devices/amd/amdgcn_compiler.h"
 #include "devices/amd/engine_impl.h"
 #include "devices/amd/ops_impl.h"
 #include "devices/cpu/cpu_impl.h"

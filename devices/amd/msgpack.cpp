@@ -1,5 +1,5 @@
-// MessagePack decoding for code-object metadata (see msgpack_impl.h).
-#include "devices/amd/msgpack_impl.h"
+// MessagePack decoding for code-object metadata (see msgpack.h).
+#include "devices/amd/msgpack.h"
 
 #include "devices/amd/amd.h"
 

@@ -2,7 +2,7 @@
 // a barrier or its end; a wave whose live lanes all wait at the same cross-lane op executes it with the
 // exact lane semantics of lane_ops.cpp; when every live wave waits at a barrier, the work-group passes it.
 // Lanes that disagree (divergent cross-lane use) are an error, as is a matrix op with lanes missing.
-#include "kernels_amd/emu/emulator_impl.h"
+#include "kernels_amd/emu/emulator.h"
 #include "kernels_amd/emu/fiber_impl.h"
 
 #include <cstring>

@@ -1,7 +1,7 @@
 // Exact lane semantics of the ops the kernels use, from the RDNA3/RDNA4/CDNA ISA pseudocode: v_perm_b32,
 // v_dot4_i32_iu8 / v_dot4c_i32_i8, ds_swizzle_b32 (BitMode, QDMode), ds_bpermute_b32 and the f16 WMMA/MFMA
 // register layouts. The Mutation hook swaps in wrong lane mappings so tests can show they would notice.
-#include "kernels_amd/emu/emulator_impl.h"
+#include "kernels_amd/emu/emulator.h"
 
 #include <atomic>
 #include <cstring>

@@ -1,7 +1,7 @@
 // Portability layer of the hand-written AMD kernels: ids, LDS, barrier, int8 dot, byte permute, cross-lane
 // swizzle/bpermute and 16x16x16 f16 matrix ops. The same kernel source builds (a) with clang-19 for gfx1100,
 // gfx1201 (wave32, WMMA) and gfx90a, gfx942 (wave64, MFMA) and (b) for the host SIMT emulator (emu/), whose
-// translation units define TINYLLM_EMU_TARGET and include emu/emulator_impl.h before this header.
+// translation units define TINYLLM_EMU_TARGET and include emu/emulator.h before this header.
 #pragma once
 
 #if defined(__AMDGCN__)

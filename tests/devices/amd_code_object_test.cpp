@@ -2,8 +2,8 @@
 // image, the msgpack metadata reader, and corrupt inputs.
 #include "amd_test_util.h"
 
-#include "devices/amd/code_object_impl.h"
-#include "devices/amd/msgpack_impl.h"
+#include "devices/amd/code_object.h"
+#include "devices/amd/msgpack.h"
 
 #include <elf.h>
 

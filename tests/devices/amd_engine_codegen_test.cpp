@@ -5,6 +5,7 @@
 #include "amd_engine_test_util.h"
 
 #include "devices/amd/amd.h"
+#include "devices/amd/amdgcn_compiler.h"
 
 #include <unistd.h>
 

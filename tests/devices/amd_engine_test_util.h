@@ -2,8 +2,8 @@
 // hook), deterministic data, and comparisons that name the first mismatch.
 #pragma once
 
-#include "devices/amd/engine_impl.h"
 #include "devices/amd/fake/fake_kfd.h"
+#include "devices/device.h"
 #include "engine/tensor.h"
 
 #include <catch2/catch.hpp>

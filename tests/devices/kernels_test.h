@@ -3,7 +3,8 @@
 #pragma once
 
 #include "common/test_data.h"
-#include "devices/cpu/kernels/kernels_impl.h"
+#include "devices/cpu/kernels/kernels.h"
+#include "gguf/blocks.h"
 #include "gguf/types.h"
 
 #include <nlohmann/json.hpp>

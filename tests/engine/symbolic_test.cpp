@@ -2,7 +2,7 @@
 // under new bindings without recompiling, and assign writes through views at symbolic offsets.
 #include "engine_test_util.h"
 
-#include "engine/rewrite_impl.h"
+#include "engine/rewrite.h"
 
 using namespace engine;
 using namespace etest;

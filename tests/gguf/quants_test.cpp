@@ -1,7 +1,7 @@
 // The type table against ggml's own numbers (../shared/golden/quants): dequantization bit-exact
 // (uint32 patterns, -0.0 included) for every type, quantizers byte-exact where ggml has a reference.
 #include "common/test_data.h"
-#include "gguf/quant_tables_impl.h"
+#include "gguf/quant_tables.h"
 #include "gguf/quants.h"
 #include "gguf/types.h"
 

@@ -2,7 +2,7 @@
 // shapes, buffer extents checked through the memory resolver, and the Q6_K repack.
 #include "support.h"
 
-#include "kernels_amd/emu/emulator_impl.h"
+#include "kernels_amd/emu/emulator.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 // its scheduling rules: barriers through LDS, divergent cross-lane ops and partial-EXEC matrix ops rejected.
 #include "support.h"
 
-#include "kernels_amd/emu/emulator_impl.h"
+#include "kernels_amd/emu/emulator.h"
 
 #include <catch2/catch.hpp>
 

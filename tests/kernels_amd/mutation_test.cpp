@@ -3,7 +3,7 @@
 // because the emulator is as wrong as the kernel.
 #include "support.h"
 
-#include "kernels_amd/emu/emulator_impl.h"
+#include "kernels_amd/emu/emulator.h"
 
 #include <catch2/catch.hpp>
 

@@ -7,7 +7,7 @@
 #include "llm/chat_template.h"
 #include "llm/grammar.h"
 #include "llm/reply_stream.h"
-#include "server/server_impl.h"
+#include "server/request.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -2,8 +2,6 @@
 // generation, SentencePiece spacing, and clear errors for vocabularies and ids it cannot use.
 #include "tokenizer_test_util.h"
 
-#include "tokenizer/vocab_impl.h"
-
 using namespace tok_test;
 
 namespace {

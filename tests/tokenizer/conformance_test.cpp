@@ -2,7 +2,7 @@
 // reference tokenizer's ids (no BOS, special tokens parsed) and decode back to its text.
 #include "tokenizer_test_util.h"
 
-#include "tokenizer/unicode_impl.h"
+#include "tokenizer/unicode.h"
 
 using namespace tok_test;
 

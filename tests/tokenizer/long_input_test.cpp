@@ -3,8 +3,6 @@
 #include "common/child_process.h"
 #include "tokenizer_test_util.h"
 
-#include "tokenizer/vocab_impl.h"
-
 #include <time.h>
 
 using namespace tok_test;

@@ -2,7 +2,7 @@
 // pattern (tests/tokenizer/data/pre_split_cases.json, made by scripts/gen_pre_split_cases.py).
 #include "tokenizer_test_util.h"
 
-#include "tokenizer/pretokenize_impl.h"
+#include "tokenizer/pretokenize.h"
 
 using namespace tok_test;
 

@@ -2,7 +2,7 @@
 // partial UTF-8 sequence; invalid bytes become U+FFFD.
 #include "tokenizer_test_util.h"
 
-#include "tokenizer/unicode_impl.h"
+#include "tokenizer/unicode.h"
 
 #include <cstdio>
 

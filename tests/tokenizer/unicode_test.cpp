@@ -2,7 +2,7 @@
 // generated property tables on code points whose properties the pre-tokenizers depend on.
 #include "tokenizer_test_util.h"
 
-#include "tokenizer/unicode_impl.h"
+#include "tokenizer/unicode.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -3,7 +3,7 @@
 // kernel object must be a descriptor inside a loaded code object, whose name selects the host twin. Every
 // address (packet, kernargs, pointer arguments, what the twin touches) must be GPU-mapped; the first one
 // that is not ends the dispatch with a memory fault reported through KFD's memory events.
-#include "devices/amd/code_object_impl.h"
+#include "devices/amd/code_object.h"
 #include "devices/amd/fake/fake_kfd_impl.h"
 
 namespace amd {

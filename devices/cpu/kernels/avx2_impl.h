@@ -1,5 +1,5 @@
 // AVX2 internals: per-type decoders from raw GGUF blocks to the codes-and-scales view
-// (kernels_impl.h), 32 elements (one ymm of codes) at a time, in natural element order.
+// (kernels.h), 32 elements (one ymm of codes) at a time, in natural element order.
 // Include only from *_avx2.cpp (compiled with -mavx2 -mfma -mf16c).
 #pragma once
 

@@ -1,5 +1,5 @@
 // AVX-512 internals: per-type decoders from raw GGUF blocks to the codes-and-scales view
-// (kernels_impl.h), 64 elements (one zmm of codes) at a time, in natural element order.
+// (kernels.h), 64 elements (one zmm of codes) at a time, in natural element order.
 // Include only from *_avx512.cpp. Everything here is static (see kernels_impl.h for why).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The common "codes and scales" view of each quantized weight type (kernels_impl.h): its layout and
+// The common "codes and scales" view of each quantized weight type (kernels.h): its layout and
 // a reference decoder per block. s·(u − zero) + o reproduces ggml's dequantization bit for bit
 // (same products in the same order). Block layouts: ../shared/golden/quants/README.md.
 #include "devices/cpu/kernels/kernels_impl.h"

@@ -81,6 +81,28 @@ void validate(const Matmul& m);
 constexpr int64_t kMatmulRowAlign = 16;
 void matmul(const Matmul& m, int64_t row_begin, int64_t row_end);
 
+// The generic path with an explicit dequantizer: rows dequantized 16 at a time into F32, multiplied by
+// the active variant's F32 kernel. m.x holds F32 activations. (matmul() takes it with gguf's dequantizer
+// for types without a hand kernel; tests pass ggml's own numbers.)
+void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end);
+
+// ---- the common view of the quantized types --------------------------------------------------------
+//
+// Every hand-kernel type decodes to its gguf::CodeLayout:  w[i] = s[g] · (u[i] − zero) + o[g].
+// With activations x[i] = d_x[g] · q[i] (Q8 blocks) the dot product of one group is
+//   s[g] · d_x[g] · Σ (u − zero)·q  +  o[g] · d_x[g] · Σ q
+// where the integer sum is exact (vpdpbusd multiplies unsigned by signed bytes) and Σ q comes with
+// the activation (Q8_K bsums, Q8_1 s) or is computed once per activation row.
+
+// Layout of a hand-kernel quantized type (the type table's `codes`); nullptr for float and
+// generic-path types.
+const gguf::CodeLayout* quant_layout(gguf::Type t);
+
+// Reference decoding of one block into codes, per-group scales and offsets (scalar, exact).
+// u: block_size bytes; s, o: block_size / group floats.
+using DecodeBlockFn = void (*)(const void* block, uint8_t* u, float* s, float* o);
+DecodeBlockFn decode_block_fn(gguf::Type t);
+
 // ---- weights packed for the matmul ---------------------------------------------------------------
 //
 // Q8_0, Q4_0, Q4_K and Q6_K weights can be stored as panels of 16 rows, in the order the AVX-512

@@ -1,5 +1,5 @@
-// Internals of the CPU kernels: one table of entry points per instruction-set variant, the common
-// "codes and scales" view of the quantized weight types, and per-thread scratch memory.
+// Internals of the CPU kernels: one table of entry points per instruction-set variant, unpacking panels,
+// and per-thread scratch memory. (The "codes and scales" view of the quantized types is in kernels.h.)
 //
 // Each variant lives in files compiled with its own -m flags (*_avx512.cpp, *_avx2.cpp) and in a
 // namespace of its own (cpu_kernels::avx512, ::avx2) whose headers only those files include. They
@@ -40,27 +40,6 @@ void matmul_packed_rows(const Matmul& m, int64_t row_begin, int64_t row_end, con
 // [unit_begin, unit_end), back in GGUF form: rows of (unit_end - unit_begin) blocks at `out`.
 void unpack_panel(gguf::Type weight_type, const uint8_t* panel, int64_t n_cols, int r_begin, int r_end, int64_t unit_begin,
                   int64_t unit_end, uint8_t* out);
-
-// The generic path with an explicit dequantizer: rows dequantized 16 at a time into F32, multiplied by
-// the active variant's F32 kernel. m.x holds F32 activations. (matmul() uses gguf's dequantizer.)
-void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end);
-
-// ---- the common view of the quantized types --------------------------------------------------------
-//
-// Every hand-kernel type decodes to its gguf::CodeLayout:  w[i] = s[g] · (u[i] − zero) + o[g].
-// With activations x[i] = d_x[g] · q[i] (Q8 blocks) the dot product of one group is
-//   s[g] · d_x[g] · Σ (u − zero)·q  +  o[g] · d_x[g] · Σ q
-// where the integer sum is exact (vpdpbusd multiplies unsigned by signed bytes) and Σ q comes with
-// the activation (Q8_K bsums, Q8_1 s) or is computed once per activation row.
-
-// Layout of a hand-kernel quantized type (the type table's `codes`); nullptr for float and
-// generic-path types.
-const gguf::CodeLayout* quant_layout(gguf::Type t);
-
-// Reference decoding of one block into codes, per-group scales and offsets (scalar, exact).
-// u: block_size bytes; s, o: block_size / group floats.
-using DecodeBlockFn = void (*)(const void* block, uint8_t* u, float* s, float* o);
-DecodeBlockFn decode_block_fn(gguf::Type t);
 
 // ---- per-thread scratch -----------------------------------------------------------------------------
 

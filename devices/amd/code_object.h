@@ -1,4 +1,5 @@
-// Code-object internals shared by the loader (device.cpp) and the fake GPU (fake_gpu.cpp).
+// Code objects as they lie in GPU memory: the loaded image the loader (device.cpp) builds and the fake GPU
+// (fake_gpu.cpp) reads, and the kernel descriptor. parse_code_object (amd.h) reads the ELF file itself.
 #pragma once
 
 #include "devices/amd/amd.h"

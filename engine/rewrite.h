@@ -2,7 +2,7 @@
 // applied bottom-up to a fixpoint. A rule reads like its algebra: {x + 0, [](M& m) { return m.x; }}.
 #pragma once
 
-#include "engine/ir_impl.h"
+#include "engine/ir.h"
 
 #include <functional>
 #include <string>

@@ -1,5 +1,5 @@
 // Loading GGUF tensors as engine tensors: shapes checked against what the config implies, data left
-// in the mmap (never copied or expanded). Internal to llm/.
+// in the mmap (never copied or expanded). Every block's load() takes one (llm/blocks.h).
 #pragma once
 
 #include "engine/tensor.h"
