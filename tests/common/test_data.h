@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace test_data {
@@ -15,6 +17,13 @@ inline std::string source_dir() { return TINYLLM_SOURCE_DIR; }
 inline std::string shared_dir() { return TINYLLM_SHARED_DIR; }
 inline std::string builtin_model() { return source_dir() + "/models/stories260K.gguf"; }
 inline std::string shared(const std::string& rel) { return shared_dir() + "/" + rel; }
+
+// The whole file at `path`, bytes as they are; a file that cannot be opened fails the test.
+inline std::string read_text(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    REQUIRE(f.good());
+    return {std::istreambuf_iterator<char>(f), {}};
+}
 
 inline bool shared_available() {
     if (std::filesystem::exists(shared_dir() + "/models")) return true;

@@ -5,17 +5,8 @@
 
 #include <fstream>
 #include <map>
-#include <sstream>
 
 namespace {
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    REQUIRE(f.good());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 // The goldens fix "now" to 2026-01-15 00:00:00 (a Thursday).
 std::tm golden_now() {
@@ -44,7 +35,7 @@ TEST_CASE("every golden template case renders exactly as Jinja, or fails where J
         INFO("template " << name << ", scenario " << c["scenario"].get<std::string>());
         auto it = templates.find(name);
         if (it == templates.end()) {
-            it = templates.emplace(name, jinja_test::Template(read_file(dir + "templates/" + name))).first;
+            it = templates.emplace(name, jinja_test::Template(test_data::read_text(dir + "templates/" + name))).first;
             it->second.set_clock(golden_now);
         }
         n_cases++;

@@ -4,7 +4,6 @@
 #include "llm/chat_template.h"
 
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 namespace {
@@ -18,14 +17,6 @@ std::tm day(int year, int month, int mday, int wday) {
     tm.tm_mday = mday;
     tm.tm_wday = wday;
     return tm;
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    REQUIRE(f.good());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 // The golden case (template, scenario) of ../shared/golden/templates/cases.jsonl.
@@ -115,7 +106,7 @@ TEST_CASE("prepared messages render as the goldens with dict arguments do") {
     // e3 sends arguments as a JSON string; prepared, it must render exactly as e_tools (dict arguments).
     Json as_string = golden_case("Qwen-Qwen3-0.6B.jinja", "e3_tools_args_string");
     Json as_dict = golden_case("Qwen-Qwen3-0.6B.jinja", "e_tools");
-    llm::ChatTemplate t(read_file(test_data::shared("golden/templates/templates/Qwen-Qwen3-0.6B.jinja")));
+    llm::ChatTemplate t(test_data::read_text(test_data::shared("golden/templates/templates/Qwen-Qwen3-0.6B.jinja")));
     Json context = as_string["context"];
     llm::ChatTemplate::prepare_messages(context["messages"]);
     CHECK(t.render(context) == as_dict["expected"].get<std::string>());

@@ -30,11 +30,6 @@ json golden(const std::string& model) {
     return g["cases"][0];  // "Once upon a time", 32 greedy tokens
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
 // A temporary folder (models, Hub cache), removed at the end.
 struct TempDir {
     fs::path path = fs::temp_directory_path() / ("tinyllm-models-" + std::to_string(std::random_device{}()));
@@ -152,8 +147,8 @@ TEST_CASE("models: Hub names are pulled on demand with allow_pull, and POST /api
     REQUIRE_SHARED_DATA();
     TempDir dir, cache;
     fake::FakeHub hub;
-    hub.add_file("acme/tiny-GGUF", "tiny-Q4_0.gguf", read_file(test_data::shared(std::string("models/") + QUANT + ".gguf")));
-    hub.add_file("acme/stories-GGUF", "stories260K-F32.gguf", read_file(test_data::shared(std::string("models/") + STORIES + ".gguf")));
+    hub.add_file("acme/tiny-GGUF", "tiny-Q4_0.gguf", test_data::read_text(test_data::shared(std::string("models/") + QUANT + ".gguf")));
+    hub.add_file("acme/stories-GGUF", "stories260K-F32.gguf", test_data::read_text(test_data::shared(std::string("models/") + STORIES + ".gguf")));
     server::ModelsOptions options = models_in(dir.path, cache.path);
     options.hub.offline = false;
     options.hub.endpoint = hub.endpoint();
@@ -191,7 +186,7 @@ TEST_CASE("models: Hub names are pulled on demand with allow_pull, and POST /api
         lines.push_back(json::parse(res->body.substr(pos, end - pos)));
     REQUIRE(lines.size() >= 4);
     CHECK(lines.front()["status"] == "pulling manifest");
-    const std::string digest = "sha256:" + fake::sha256_hex(read_file(test_data::shared(std::string("models/") + STORIES + ".gguf")));
+    const std::string digest = "sha256:" + fake::sha256_hex(test_data::read_text(test_data::shared(std::string("models/") + STORIES + ".gguf")));
     CHECK(lines[1]["digest"] == digest);
     CHECK(lines[lines.size() - 3]["completed"] == lines[lines.size() - 3]["total"]);
     CHECK(lines[lines.size() - 2]["status"] == "verifying sha256 digest");

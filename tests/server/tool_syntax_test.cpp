@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include <fstream>
-#include <sstream>
 
 using server::json;
 using llm::ToolSyntax;
@@ -90,14 +88,7 @@ bool no_markup(const std::vector<std::string>& pieces) {
     return true;
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::string golden_template(const std::string& name) { return read_file(test_data::shared("golden/templates/templates/" + name)); }
+std::string golden_template(const std::string& name) { return test_data::read_text(test_data::shared("golden/templates/templates/" + name)); }
 
 }  // namespace
 
