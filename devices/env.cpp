@@ -40,6 +40,20 @@ bool cpu_pack() {
     return v;
 }
 
+const std::string& kernel_cache() {
+    static const std::string v = [] {
+        auto var = [](const char* name) {
+            const char* d = std::getenv(name);
+            return std::string(d ? d : "");
+        };
+        if (const std::string dir = var("TINYLLM_KERNEL_CACHE"); !dir.empty()) return dir == "0" ? std::string() : dir;
+        if (const std::string xdg = var("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/tinyllm/kernels";
+        if (const std::string home = var("HOME"); !home.empty()) return home + "/.cache/tinyllm/kernels";
+        return std::string();
+    }();
+    return v;
+}
+
 const std::string& device() {
     static const std::string v = [] {
         const char* d = std::getenv("TINYLLM_DEVICE");

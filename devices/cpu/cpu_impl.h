@@ -20,12 +20,32 @@ std::vector<std::string> kernel_report();
 ops::Impl host_op(ops::Kind kind, gguf::Type type);
 gguf::Type host_activation_type(gguf::Type weight);
 
+// Compiled kernels kept on disk between runs (TINYLLM_KERNEL_CACHE, env.h): one file per kernel that
+// holds its whole key (target, entry, IR text) and the object code, so a hit is exact, never a hash
+// match; a file that is short, damaged or of another key is a miss and gets rewritten. Files are
+// written whole under a temporary name and renamed, so processes sharing the folder never read a
+// partial one. Nothing here is required: a folder that cannot be read or written compiles as before.
+class KernelCache {
+public:
+    KernelCache();  // the folder of env::kernel_cache(); off when that is ""
+    explicit KernelCache(std::string dir);
+    void set_target(std::string target) { target_ = std::move(target); }
+    std::string key(const std::string& ir, const std::string& entry) const;
+    std::vector<char> load(const std::string& key) const;  // empty on a miss
+    void store(const std::string& key, const std::vector<char>& object) const;
+
+private:
+    std::string path_of(const std::string& key) const;
+    std::string dir_, target_;
+};
+
 // LLVM 19 ORC LLJIT for the host: IR text in, function address out.
 class LlvmJit {
 public:
     LlvmJit();
     ~LlvmJit();
     // Parses, verifies, optimizes (O3, host CPU features) and links `ir`; returns the address of `entry`.
+    // The object code comes from the kernel cache when it holds this IR for this CPU.
     // Throws devices::Error carrying LLVM's diagnostic.
     void* compile(const std::string& ir, const std::string& entry);
 

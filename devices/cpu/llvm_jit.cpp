@@ -1,6 +1,7 @@
 // LLVM 19: ORC LLJIT for CPU kernels and an object compiler for the NULL device. The only file of the
 // CPU device that includes LLVM headers. Facts: ../shared/notes/amd-toolchain.md ("CMake and LLVM").
 #include "devices/cpu/cpu_impl.h"
+#include "devices/env.h"
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -17,7 +18,9 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/Config/llvm-config.h>
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -32,15 +35,23 @@ std::string to_string(llvm::Error e) {
     return os.str();
 }
 
-void init_llvm() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        llvm::InitializeAllTargetInfos();
-        llvm::InitializeAllTargets();
-        llvm::InitializeAllTargetMCs();
-        llvm::InitializeAllAsmPrinters();
-        llvm::InitializeAllAsmParsers();
+// The host's target, and AMDGPU's only for the NULL device: initializing all of LLVM's targets touched
+// each one's code, resident memory for nothing.
+void init_llvm(Arch arch) {
+    static std::once_flag host, amdgpu;
+    std::call_once(host, [] {
+        llvm::InitializeNativeTarget();
+        llvm::InitializeNativeTargetAsmPrinter();
+        llvm::InitializeNativeTargetAsmParser();
     });
+    if (arch == Arch::AMDGCN)
+        std::call_once(amdgpu, [] {
+            LLVMInitializeAMDGPUTargetInfo();
+            LLVMInitializeAMDGPUTarget();
+            LLVMInitializeAMDGPUTargetMC();
+            LLVMInitializeAMDGPUAsmPrinter();
+            LLVMInitializeAMDGPUAsmParser();
+        });
 }
 
 std::unique_ptr<llvm::Module> parse(const std::string& ir, llvm::LLVMContext& ctx, const char* who) {
@@ -78,9 +89,21 @@ void optimize(llvm::Module& mod, llvm::TargetMachine* tm) {
     mpm.run(mod, mam);
 }
 
+// The module as an object file for `tm`'s target.
+std::vector<char> emit_object(llvm::Module& mod, llvm::TargetMachine& tm, const char* who) {
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+        throw Error(std::string("[devices] ") + who + ": " + tm.getTargetTriple().str() + " cannot emit object files");
+    pm.run(mod);
+    return std::vector<char>(buf.begin(), buf.end());
+}
+
 }  // namespace
 
 struct LlvmJit::Impl {
+    KernelCache cache;
     std::mutex mu;
     std::unique_ptr<llvm::orc::LLJIT> jit;
     std::unique_ptr<llvm::TargetMachine> tm;
@@ -88,13 +111,15 @@ struct LlvmJit::Impl {
 };
 
 LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
-    init_llvm();
+    init_llvm(Arch::X86_64);
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!jtmb) throw Error("[devices] CPU: cannot detect the host target: " + to_string(jtmb.takeError()));
     jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     auto tm = jtmb->createTargetMachine();
     if (!tm) throw Error("[devices] CPU: cannot create a target machine: " + to_string(tm.takeError()));
     impl_->tm = std::move(*tm);
+    impl_->cache.set_target(impl_->tm->getTargetTriple().str() + " " + impl_->tm->getTargetCPU().str() + " " +
+                            impl_->tm->getTargetFeatureString().str() + " LLVM " LLVM_VERSION_STRING);
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
     if (!jit) throw Error("[devices] CPU: cannot create the LLVM JIT: " + to_string(jit.takeError()));
     impl_->jit = std::move(*jit);
@@ -110,12 +135,20 @@ LlvmJit::~LlvmJit() = default;
 void* LlvmJit::compile(const std::string& ir, const std::string& entry) {
     std::lock_guard lock(impl_->mu);
     if (auto it = impl_->compiled.find(entry); it != impl_->compiled.end()) return it->second;
-    auto ctx = std::make_unique<llvm::LLVMContext>();
-    auto mod = parse(ir, *ctx, "CPU");
-    mod->setDataLayout(impl_->tm->createDataLayout());
-    mod->setTargetTriple(impl_->tm->getTargetTriple().str());
-    optimize(*mod, impl_->tm.get());
-    if (auto err = impl_->jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx))))
+    const std::string key = impl_->cache.key(ir, entry);
+    std::vector<char> object = impl_->cache.load(key);
+    if (env::debug() >= 2) std::fprintf(stderr, "[devices] CPU: %s %s\n", object.empty() ? "compiling" : "from the kernel cache:", entry.c_str());
+    if (object.empty()) {
+        llvm::LLVMContext ctx;
+        auto mod = parse(ir, ctx, "CPU");
+        mod->setDataLayout(impl_->tm->createDataLayout());
+        mod->setTargetTriple(impl_->tm->getTargetTriple().str());
+        optimize(*mod, impl_->tm.get());
+        object = emit_object(*mod, *impl_->tm, "CPU");
+        impl_->cache.store(key, object);
+    }
+    auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), entry);
+    if (auto err = impl_->jit->addObjectFile(std::move(buf)))
         throw Error("[devices] CPU: cannot add kernel '" + entry + "': " + to_string(std::move(err)));
     auto sym = impl_->jit->lookup(entry);
     if (!sym) throw Error("[devices] CPU: kernel '" + entry + "' not found: " + to_string(sym.takeError()));
@@ -125,7 +158,7 @@ void* LlvmJit::compile(const std::string& ir, const std::string& entry) {
 }
 
 std::vector<char> compile_to_object(const std::string& ir, const Target& target) {
-    init_llvm();
+    init_llvm(target.arch);
     std::string triple = target.arch == Arch::AMDGCN ? "amdgcn-amd-amdhsa" : llvm::sys::getProcessTriple();
     std::string cpu = target.cpu.empty() && target.arch == Arch::X86_64 ? llvm::sys::getHostCPUName().str() : target.cpu;
     std::string err;
@@ -139,13 +172,7 @@ std::vector<char> compile_to_object(const std::string& ir, const Target& target)
     mod->setDataLayout(tm->createDataLayout());
     mod->setTargetTriple(triple);
     optimize(*mod, tm.get());
-    llvm::SmallVector<char, 0> buf;
-    llvm::raw_svector_ostream os(buf);
-    llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-        throw Error("[devices] NULL: " + triple + " cannot emit object files");
-    pm.run(*mod);
-    return std::vector<char>(buf.begin(), buf.end());
+    return emit_object(*mod, *tm, "NULL");
 }
 
 }  // namespace devices::cpu

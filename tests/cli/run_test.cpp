@@ -5,7 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <fstream>
+#include <iterator>
+#include <map>
 
 namespace {
 
@@ -70,4 +74,63 @@ TEST_CASE("run rejects bad arguments and missing models with a message") {
     Run bad_ids = run_tinyllm("run --ids 1,99999 -n 1");
     CHECK(bad_ids.status != 0);
     CHECK(bad_ids.out.find("outside the vocabulary") != std::string::npos);
+}
+
+TEST_CASE("run keeps compiled kernels in TINYLLM_KERNEL_CACHE: the same text from the cache, and from a damaged one") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(TINYLLM_BINARY_DIR) / ("test-kernel-cache-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    const std::string log = dir.string() + ".log";
+    const std::string want = golden_case(0)["generated_text"].get<std::string>() + "\n";
+    const char* was = std::getenv("TINYLLM_KERNEL_CACHE");  // catch_main.cpp's, put back at the end
+    const std::string previous = was ? was : "";
+    ::setenv("TINYLLM_KERNEL_CACHE", dir.c_str(), 1);
+    ::setenv("DEBUG", "2", 1);
+    auto run = [&] {
+        Run r = run_tinyllm("run -p 'Once upon a time' -n 32 --temp 0 2>'" + log + "'", false);
+        std::ifstream f(log);
+        const std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        REQUIRE(r.status == 0);
+        CHECK(r.out == want);
+        return err;
+    };
+    auto files = [&] {
+        std::map<fs::path, uintmax_t> sizes;
+        for (const auto& e : fs::directory_iterator(dir)) sizes[e.path()] = e.file_size();
+        return sizes;
+    };
+
+    std::string err = run();  // cold: every kernel compiled and kept
+    CHECK(err.find("compiling") != std::string::npos);
+    CHECK(err.find("from the kernel cache") == std::string::npos);
+    const auto kept = files();
+    REQUIRE(kept.size() > 5);
+
+    err = run();  // warm: nothing compiled
+    CHECK(err.find("from the kernel cache") != std::string::npos);
+    CHECK(err.find("compiling") == std::string::npos);
+    CHECK(files() == kept);
+
+    // every file damaged: cut short, or one byte of its object code changed in place
+    bool cut = true;
+    for (const auto& [path, size] : kept) {
+        if (cut) {
+            fs::resize_file(path, size / 2);
+        } else {
+            std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+            const auto at = static_cast<std::streamoff>(size - 100);  // the checksum is the last 8 bytes
+            f.seekg(at);
+            const char c = static_cast<char>(f.get());
+            f.seekp(at);
+            f.put(static_cast<char>(~c));
+        }
+        cut = !cut;
+    }
+    err = run();  // each one a miss, compiled again and rewritten whole
+    CHECK(err.find("from the kernel cache") == std::string::npos);
+    CHECK(files() == kept);
+    fs::remove_all(dir);
+    fs::remove(log);
+    ::setenv("TINYLLM_KERNEL_CACHE", previous.c_str(), 1);
+    ::unsetenv("DEBUG");
 }
