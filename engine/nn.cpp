@@ -116,7 +116,8 @@ LinearWeight linear_weight(const std::vector<Tensor>& ws) {
     for (const Tensor& w : ws) {
         Tensor part = pack_for_linear(w);
         const Node* n = part.node().get();
-        if (part.node() == w.node() && n->op == Op::BUFFER && buffer_of(n).sparse) {  // read whole from now on
+        // left in place (not packed, and the device wrapped the mapping without a copy): read whole from now on
+        if (part.node() == w.node() && n->op == Op::BUFFER && buffer_of(n).sparse && buffer_of(n).mem->external) {
             const Buffer& b = buffer_of(n);
             part = Tensor::external(b.host_data, w.shape(), w.dtype(), b.owner);
         }

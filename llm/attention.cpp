@@ -49,9 +49,9 @@ Tensor section_freq_factors(const RopeConfig& rope) {
 AttentionWeights AttentionWeights::load(const WeightLoader& L, const ModelConfig& c, int il) {
     const int D = c.n_embd, H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
     AttentionWeights w;
-    w.attn_qkv = engine::linear_weight({L.layer(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D}),  // per head: query, then gate
-                                        L.layer(il, "attn_k.weight", {Hkv * Dk, D}), L.layer(il, "attn_v.weight", {Hkv * Dv, D})});
-    w.attn_output = engine::linear_weight({L.layer(il, "attn_output.weight", {D, H * Dv})});
+    w.attn_qkv = engine::linear_weight({L.layer_matrix(il, "attn_q.weight", {H * Dk * (c.attn_gate ? 2 : 1), D}),  // per head: query, then gate
+                                        L.layer_matrix(il, "attn_k.weight", {Hkv * Dk, D}), L.layer_matrix(il, "attn_v.weight", {Hkv * Dv, D})});
+    w.attn_output = engine::linear_weight({L.layer_matrix(il, "attn_output.weight", {D, H * Dv})});
     if (c.qkv_bias) {
         w.attn_q_b = L.layer(il, "attn_q.bias", {H * Dk});
         w.attn_k_b = L.layer(il, "attn_k.bias", {Hkv * Dk});

@@ -5,9 +5,9 @@ namespace llm {
 
 FfnWeights load_ffn(const WeightLoader& L, int il, int n_ff, int n_embd, const std::string& suffix) {
     FfnWeights w;
-    w.ffn_gate_up = engine::linear_weight({L.layer(il, "ffn_gate" + suffix + ".weight", {n_ff, n_embd}),
-                                           L.layer(il, "ffn_up" + suffix + ".weight", {n_ff, n_embd})});
-    w.ffn_down = engine::linear_weight({L.layer(il, "ffn_down" + suffix + ".weight", {n_embd, n_ff})});
+    w.ffn_gate_up = engine::linear_weight({L.layer_matrix(il, "ffn_gate" + suffix + ".weight", {n_ff, n_embd}),
+                                           L.layer_matrix(il, "ffn_up" + suffix + ".weight", {n_ff, n_embd})});
+    w.ffn_down = engine::linear_weight({L.layer_matrix(il, "ffn_down" + suffix + ".weight", {n_embd, n_ff})});
     return w;
 }
 

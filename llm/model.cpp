@@ -46,7 +46,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     m->token_embd = L.get("token_embd.weight", {V, D}, /*sparse=*/true);
     m->output_norm = L.get("output_norm.weight", {D});
     // tied: the output matmul reads its own copy of the table, laid out from the mapping
-    m->output = engine::linear_weight({c.tied_output ? L.get("token_embd.weight", {V, D}, /*sparse=*/true) : L.get("output.weight", {V, D})});
+    m->output = engine::linear_weight({c.tied_output ? L.get("token_embd.weight", {V, D}, /*sparse=*/true) : L.get("output.weight", {V, D}, /*sparse=*/true)});
     m->layers.resize(c.n_layer);
     for (int il = 0; il < c.n_layer; il++) {
         Layer& l = m->layers[il];

@@ -17,13 +17,19 @@ public:
 
     // The tensor `name` with the engine shape `expect` (outermost first: a matmul weight is (out, in));
     // throws naming the file and the tensor when it is missing or shaped differently.
-    // sparse: read a few rows at a time (embedding tables), so left in the file mapping.
+    // sparse: left in the file mapping, for a table read a few rows at a time (embeddings) or a matmul
+    // weight handed to engine::linear_weight, which packs it straight from the mapping (or, where the
+    // device does not pack it, copies it whole then): no copy of the file's bytes made only to be dropped.
     engine::Tensor get(const std::string& name, const engine::Shape& expect, bool sparse = false) const;
     // Like get(), but an absent tensor gives an undefined Tensor.
     engine::Tensor get_optional(const std::string& name, const engine::Shape& expect, bool sparse = false) const;
     // Layer tensor "blk.<il>.<name>".
     engine::Tensor layer(int il, const std::string& name, const engine::Shape& expect) const {
         return get("blk." + std::to_string(il) + "." + name, expect);
+    }
+    // Layer matmul weight for engine::linear_weight (left in the mapping, see `sparse`).
+    engine::Tensor layer_matrix(int il, const std::string& name, const engine::Shape& expect) const {
+        return get("blk." + std::to_string(il) + "." + name, expect, /*sparse=*/true);
     }
     engine::Tensor layer_optional(int il, const std::string& name, const engine::Shape& expect) const {
         return get_optional("blk." + std::to_string(il) + "." + name, expect);

@@ -89,6 +89,12 @@ void* alloc_huge(size_t bytes) {
 
 void free_huge(void* p, size_t bytes) { munmap(p, mapped_bytes(bytes)); }
 
+// Buffers from 128 KiB up get a mapping of their own, whose pages the kernel zeroes when first touched:
+// a KV cache's rows past the context in use, or a prefill buffer sized for the largest chunk, then cost
+// no memory (zeroing them here with memset made every byte resident: 16 MiB of spare KV rows for the 1B).
+constexpr size_t MAPPED_MIN_BYTES = size_t(128) << 10;
+bool is_mapped(size_t bytes) { return bytes >= MAPPED_MIN_BYTES; }
+
 // A copy of `bytes` at `host` in huge pages, or nullptr if that fails; the source's file pages are released.
 void* copy_to_huge_pages(const void* host, size_t bytes) {
     void* p = alloc_huge(bytes);
@@ -115,6 +121,9 @@ public:
         void* p = nullptr;
         if (is_huge(bytes)) {
             p = alloc_huge(bytes);  // zero pages already
+        } else if (is_mapped(bytes)) {
+            p = mmap(nullptr, mapped_bytes(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED) p = nullptr;
         } else {
             const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
             p = std::aligned_alloc(64, rounded);
@@ -125,6 +134,7 @@ public:
     }
     void free(Memory& m) override {
         if (!m.external && is_huge(m.size)) free_huge(m.host, m.size);
+        else if (!m.external && is_mapped(m.size)) munmap(m.host, mapped_bytes(m.size));
         else if (!m.external) std::free(m.host);
         else release_file_pages(m.host, m.size);  // e.g. a weight replaced by its packed copy
         m = Memory{};
@@ -165,17 +175,38 @@ public:
     bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const override {
         return env::cpu_pack() && ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 && ::cpu_kernels::can_pack(type, rows, cols);
     }
+    // A source in the file mapping is given back as it is packed, a few panels at a time: the whole
+    // weight's file pages and its copy are never resident together (the peak of a load was the last
+    // weight's size above the model's).
     void pack(gguf::Type type, const void* w, int64_t rows, int64_t cols, void* out) override {
         struct Job {
             gguf::Type type;
             const void* w;
             int64_t rows, cols;
             void* out;
-        } job{type, w, rows, cols, out};
+            size_t panel_bytes;
+            int64_t n_panels;
+            bool release;
+        } job{type, w, rows, cols, out, ::cpu_kernels::kPanelRows * *gguf::row_bytes(type, cols),
+              rows / ::cpu_kernels::kPanelRows, false};
+        job.release = in_read_only_file_mapping(w, job.panel_bytes * size_t(job.n_panels));
         pool_.run([](const void* p, int64_t b, int64_t e) {
             auto j = static_cast<const Job*>(p);
-            ::cpu_kernels::pack_rows(j->type, j->w, j->rows, j->cols, j->out, b, e);
-        }, &job, rows / ::cpu_kernels::kPanelRows, 1);
+            constexpr int64_t kChunk = 32;  // panels: ~1 MiB of a 2048-column Q8_0 weight
+            for (int64_t c = b; c < e; c += kChunk) {
+                const int64_t c_end = std::min(e, c + kChunk);
+                ::cpu_kernels::pack_rows(j->type, j->w, j->rows, j->cols, j->out, c, c_end);
+                // the whole pages read so far in this range; a page shared with the next range goes with it
+                // (or with the weight's last range, which rounds up: dropping a clean file page is always safe)
+                if (!j->release) continue;
+                const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+                const uintptr_t base = uintptr_t(j->w);
+                const uintptr_t lo = (base + size_t(c) * j->panel_bytes) / page * page;
+                uintptr_t hi = base + size_t(c_end) * j->panel_bytes;
+                hi = c_end == j->n_panels ? (hi + page - 1) / page * page : hi / page * page;
+                if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+            }
+        }, &job, job.n_panels, 1);
     }
     void synchronize() override {}
 
