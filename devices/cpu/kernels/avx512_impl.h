@@ -339,9 +339,11 @@ void prepare_acts(const GroupAct* x, int64_t n_tokens, int64_t K, int group, boo
 // Codes of a packed panel of k_len columns minus the type's zero point, as signed bytes.
 void make_signed(const Panel& p, int64_t k_len, int zero);
 // As the AVX-512 gemm_tokens: 16 panel rows × n_tokens over groups [g0, g0 + n_groups) of the
-// activations; adds to y unless `first`.
+// activations; adds to y unless `first`. Meanwhile the `ahead_bytes` at `ahead` (the next panel's
+// weights) are prefetched into L2, a few lines per step, so that unpacking them does not wait on memory.
 void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
-                 int group, bool has_min, float* y, int64_t y_stride, int n_rows, bool first);
+                 int group, bool has_min, float* y, int64_t y_stride, int n_rows, bool first,
+                 const uint8_t* ahead = nullptr, int64_t ahead_bytes = 0);
 }  // namespace amx
 
 // F32/F16/BF16 weights: float_avx512.cpp.

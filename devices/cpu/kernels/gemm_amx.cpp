@@ -85,8 +85,12 @@ inline void dot_pair(const Panel& p, int64_t j, const uint8_t* block, int64_t g,
 
 template <int kGroup, bool kMin>
 void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K, float* y,
-           int64_t y_stride, int n_rows, bool first) {
+           int64_t y_stride, int n_rows, bool first, const uint8_t* ahead, int64_t ahead_bytes) {
     configure(kGroup);
+    // Lines of `ahead` per step of two groups, spread over all the steps of all token blocks.
+    const int64_t n_steps = (n_tokens + kBlockTokens - 1) / kBlockTokens * (n_groups / 2);
+    const int64_t lines_per_step = n_steps ? (ahead_bytes / 64 + n_steps - 1) / n_steps : 0;
+    int64_t ahead_done = 0;
     const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
     const int64_t all_groups = K / kGroup;
     alignas(64) int32_t dots[2][2][kBlockTokens][16];  // [step parity][group of the pair][token][row]
@@ -112,6 +116,8 @@ void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, in
                 else
                     dot_pair<kGroup, true>(p, j + 2, block, g0 + j + 2, dots[1]);
             }
+            for (int64_t l = 0; l < lines_per_step && ahead_done < ahead_bytes; l++, ahead_done += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(ahead + ahead_done), _MM_HINT_T1);
             const int64_t g = g0 + j;
             for (int h = 0; h < 2; h++)
                 scale_group<kMin>(dots[parity][h], p.s + 16 * (j + h), p.o + 16 * (j + h), d + kBlockTokens * (g + h),
@@ -158,13 +164,15 @@ void make_signed(const Panel& p, int64_t k_len, int zero) {
 }
 
 void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
-                 int group, bool has_min, float* y, int64_t y_stride, int n_rows, bool first) {
+                 int group, bool has_min, float* y, int64_t y_stride, int n_rows, bool first, const uint8_t* ahead,
+                 int64_t ahead_bytes) {
+    auto run = [&]<int kGroup, bool kMin>() {
+        tiles<kGroup, kMin>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes);
+    };
     if (group == 32)
-        has_min ? tiles<32, true>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first)
-                : tiles<32, false>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first);
+        has_min ? run.template operator()<32, true>() : run.template operator()<32, false>();
     else
-        has_min ? tiles<16, true>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first)
-                : tiles<16, false>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first);
+        has_min ? run.template operator()<16, true>() : run.template operator()<16, false>();
 }
 
 }  // namespace cpu_kernels::avx512::amx

@@ -218,9 +218,17 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
                 const bool first = k0 == 0;
                 float* y = m.y + r;
                 if (amx) {
+                    // The next panel's slice streams in from memory while this one's tiles run.
+                    const uint8_t* ahead = nullptr;
+                    int64_t ahead_bytes = 0;
+                    if (m.packed && r + kPanelRows < r1) {
+                        const int64_t begin = panel_code_bytes(m.type, k0);
+                        ahead = static_cast<const uint8_t*>(m.w) + (r / kPanelRows + 1) * kPanelRows * row_bytes + begin;
+                        ahead_bytes = panel_code_bytes(m.type, k0 + k_len) - begin;
+                    }
                     amx::make_signed(panel, k_len, layout.zero);
                     amx::gemm_tokens(panel, g0, k_groups, amx_acts, m.n_tokens, K, static_cast<int>(group),
-                                     layout.has_min, y, m.y_stride, n_rows, first);
+                                     layout.has_min, y, m.y_stride, n_rows, first, ahead, ahead_bytes);
                     continue;
                 }
                 auto run = [&]<bool kMin, int kGroup, bool kSuper>() {

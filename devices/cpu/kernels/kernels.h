@@ -121,6 +121,9 @@ void pack_rows(gguf::Type weight_type, const void* w, int64_t n_rows, int64_t n_
 // The exact inverse: rows [row_begin, row_end) of packed weights back as GGUF rows at `out`.
 void unpack_rows(gguf::Type weight_type, const void* packed, int64_t n_rows, int64_t n_cols, void* out,
                  int64_t row_begin, int64_t row_end);
+// Where columns [0, n_cols) of a panel's codes end (the codes come first, so the columns [k0, k1) of a
+// panel are its bytes [panel_code_bytes(k0), panel_code_bytes(k1)); n_cols a multiple of the type's unit).
+int64_t panel_code_bytes(gguf::Type weight_type, int64_t n_cols);
 
 // ---- attention -----------------------------------------------------------------------------------
 

@@ -171,6 +171,11 @@ bool can_pack(Type weight_type, int64_t n_rows, int64_t n_cols) {
     return f && n_rows > 0 && n_rows % kPanelRows == 0 && n_cols > 0 && n_cols % (f->unit < 64 ? 64 : f->unit) == 0;
 }
 
+int64_t panel_code_bytes(Type weight_type, int64_t n_cols) {
+    const PanelFormat& f = *format_of(weight_type);
+    return kPanelRows * (n_cols / f.unit) * f.stream_bytes;
+}
+
 void pack_rows(Type weight_type, const void* w, int64_t n_rows, int64_t n_cols, void* out, int64_t panel_begin,
                int64_t panel_end) {
     if (!can_pack(weight_type, n_rows, n_cols))
