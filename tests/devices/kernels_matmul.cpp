@@ -305,6 +305,35 @@ TEST_CASE("AMX tiles compute the AVX-512 kernels' integer dot products") {
     }
 }
 
+TEST_CASE("AMX bf16 tiles compute F16 and BF16 products exactly, as the FMA kernel does up to the order of sums") {
+    if (!ck::amx_supported()) {
+        WARN("this CPU (or OS) has no AMX: skipped");
+        return;
+    }
+    ActiveIsa active(Isa::AVX512);
+    // Partial panels and token blocks, and rows longer than one 1024-column slice.
+    const Case cases[] = {{37, 320, 17}, {16, 64, 16}, {7, 512, 33}, {50, 2560, 21}, {33, 1056, 8}};
+    for (Type type : {Type::F16, Type::BF16})
+        for (const Case& c : cases) {
+            INFO(gguf::type_name(type) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << c.n_tokens);
+            double bound = 0;
+            std::vector<float> plain, tiles;
+            {
+                AmxEnabled off(false);
+                plain = run_matmul(type, c, 91, &bound);
+            }
+            {
+                AmxEnabled on(true);
+                tiles = run_matmul(type, c, 91, nullptr);
+            }
+            int64_t differ = 0;
+            for (size_t i = 0; i < plain.size(); i++)
+                if (!(std::fabs(plain[i] - tiles[i]) <= 2e-7 * bound) && differ++ < 3)
+                    FAIL_CHECK("output " << i << ": avx512 " << plain[i] << " amx " << tiles[i] << " (bound " << bound << ")");
+            CHECK(differ == 0);
+        }
+}
+
 TEST_CASE("the AMX kernels turn off cleanly: set_amx_enabled(false), other variants, TINYLLM_CPU_AMX=0") {
     {
         AmxEnabled off(false);

@@ -344,6 +344,11 @@ void make_signed(const Panel& p, int64_t k_len, int zero);
 void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
                  int group, bool has_min, float* y, int64_t y_stride, int n_rows, bool first,
                  const uint8_t* ahead = nullptr, int64_t ahead_bytes = 0);
+// F16 and BF16 weights (m.type) with activations of the same type, from 8 tokens on, K a multiple of
+// 32: bf16 tiles summing in f32. An F16 value is split exactly into two bf16 (the nearest one and the
+// rest, which has at most 3 significant bits), and the four products of the parts are exact, so the
+// result differs from the FMA kernel's only by the order of the f32 sums.
+void gemm_float(const Matmul& m, int64_t r0, int64_t r1);
 }  // namespace amx
 
 // F32/F16/BF16 weights: float_avx512.cpp.

@@ -100,7 +100,7 @@ namespace {
 bool detect_amx() {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;
+    if (!(d & (1u << 22)) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;  // AMX-BF16, -TILE, -INT8
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE: xgetbv usable
     uint32_t xcr0_lo, xcr0_hi;
     __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));

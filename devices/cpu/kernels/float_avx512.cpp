@@ -195,7 +195,9 @@ void gemm(const Matmul& m, int64_t r0, int64_t r1) {
 
 template <Type T>
 void matmul_type(const Matmul& m, int64_t r0, int64_t r1) {
-    if (m.n_tokens >= kGemmMinTokens)
+    if (T != Type::F32 && m.n_tokens >= kGemmMinTokens && m.n_cols % 32 == 0 && amx_active())
+        amx::gemm_float(m, r0, r1);
+    else if (m.n_tokens >= kGemmMinTokens)
         gemm<T>(m, r0, r1);
     else
         gemv<T>(m, r0, r1);

@@ -1,6 +1,7 @@
-// AMX tiles for the quantized matrix-matrix products (prefill): one tile instruction multiplies 16
-// tokens' activations of one group (A, signed) by the group's slice of a packed 16-row panel (B, its
-// VNNI layout already) into 16 × 16 int32 dot products, which AVX-512 then scales and accumulates.
+// AMX tiles for the matrix-matrix products (prefill). Quantized weights: one tile instruction multiplies
+// 16 tokens' activations of one group (A, signed) by the group's slice of a packed 16-row panel (B, its
+// VNNI layout already) into 16 × 16 int32 dot products, which AVX-512 then scales and accumulates. F16
+// and BF16 weights: bf16 tile products summed in f32 inside the C tiles over a whole column slice.
 #include "devices/cpu/kernels/avx512_impl.h"
 
 namespace cpu_kernels::avx512::amx {
@@ -32,13 +33,13 @@ struct alignas(64) TileConfig {
 static_assert(sizeof(TileConfig) == 64);
 
 // Tile configuration is per-thread state: each thread loads it on first use, and again when the group
-// size changes. (The configurations are constants in memory: GCC 12 drops stores into a stack buffer
+// size changes (64: every tile 16 rows × 64 bytes, the F16/BF16 tiles). (The configurations are constants in memory: GCC 12 drops stores into a stack buffer
 // whose only reader is ldtilecfg.)
 void configure(int group) {
-    static constexpr TileConfig kGroup16{16}, kGroup32{32};
+    static constexpr TileConfig kGroup16{16}, kGroup32{32}, kGroup64{64};
     thread_local int configured_group = 0;
     if (configured_group == group) return;
-    _tile_loadconfig(group == 16 ? &kGroup16 : &kGroup32);
+    _tile_loadconfig(group == 16 ? &kGroup16 : group == 32 ? &kGroup32 : &kGroup64);
     configured_group = group;
 }
 
@@ -127,7 +128,147 @@ void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, in
     }
 }
 
+// ---- F16 / BF16 weights ----------------------------------------------------------------------------
+//
+// Tiles of this part are all 16 rows × 64 bytes (configuration 64): C tiles 0, 1 (16 tokens × 16 weight
+// rows, f32), A tiles 2, 3 (16 tokens × 32 bf16: the high and low parts), B tiles 4-7 (16 pairs of
+// columns × 16 weight rows × 2 bf16: high and low parts of two 16-row halves of a 32-row panel).
+
+constexpr int64_t kFloatRows = 32, kFloatSlice = 1024, kTileBytes = 1024;
+
+// 32 values (f16 or bf16) from src as their bf16 high and low parts, in order: dword j holds values
+// 2j and 2j + 1, as a row of an A tile or a weight row's pairs for a B tile. BF16 has no low part.
+template <bool kF16>
+inline void split32(const uint16_t* src, __m512i& hi, __m512i& lo) {
+    if constexpr (kF16) {
+        const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+        const __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 16)));
+        hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
+        const auto widen = [](__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); };
+        const __m512 ha = widen(_mm512_castsi512_si256(hi)), hb = widen(_mm512_extracti64x4_epi64(hi, 1));
+        lo = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha)));  // exact
+    } else {
+        hi = _mm512_loadu_si512(src);
+        lo = _mm512_setzero_si512();
+    }
+}
+
+// Activations of columns [k0, k0 + n) as A tiles: [16-token block][32-column step][part] (kParts parts).
+template <bool kF16>
+void float_acts(const Matmul& m, int64_t k0, int64_t n, uint8_t* out) {
+    constexpr int kParts = kF16 ? 2 : 1;
+    const int64_t steps = n / 32;
+    const auto x = static_cast<const uint16_t*>(m.x);
+    for (int64_t t0 = 0; t0 < m.n_tokens; t0 += kBlockTokens)
+        for (int64_t j = 0; j < steps; j++) {
+            uint8_t* tile = out + ((t0 / kBlockTokens) * steps + j) * kParts * kTileBytes;
+            for (int t = 0; t < kBlockTokens; t++) {
+                __m512i hi = _mm512_setzero_si512(), lo = hi;
+                if (t0 + t < m.n_tokens) split32<kF16>(x + (t0 + t) * m.n_cols + k0 + 32 * j, hi, lo);
+                _mm512_store_si512(tile + 64 * t, hi);
+                if (kF16) _mm512_store_si512(tile + kTileBytes + 64 * t, lo);
+            }
+        }
+}
+
+// Rows [r, r + n_rows) (≤ 32) of columns [k0, k0 + n) as B tiles: [step][half][part]. Row i's 16 pairs
+// of a step are one vector; transposing 16 of them gives the tile (row p = pair p of the 16 rows).
+template <bool kF16>
+void float_panel(const Matmul& m, int64_t r, int n_rows, int64_t k0, int64_t n, uint8_t* out) {
+    constexpr int kParts = kF16 ? 2 : 1;
+    const auto w = static_cast<const uint16_t*>(m.w);
+    for (int64_t j = 0; j < n / 32; j++)
+        for (int half = 0; half < 2; half++) {
+            __m512 hi[16], lo[16];
+            for (int i = 0; i < 16; i++) {
+                __m512i h = _mm512_setzero_si512(), l = h;
+                if (16 * half + i < n_rows) split32<kF16>(w + (r + 16 * half + i) * m.n_cols + k0 + 32 * j, h, l);
+                hi[i] = _mm512_castsi512_ps(h), lo[i] = _mm512_castsi512_ps(l);
+            }
+            uint8_t* tile = out + (2 * j + half) * kParts * kTileBytes;
+            transpose16(hi);
+            for (int p = 0; p < 16; p++) _mm512_store_ps(tile + 64 * p, hi[p]);
+            if constexpr (kF16) {
+                transpose16(lo);
+                for (int p = 0; p < 16; p++) _mm512_store_ps(tile + kTileBytes + 64 * p, lo[p]);
+            }
+        }
+}
+
+// y (16 tokens × 32 rows of the panel) = or += the slice's sums; the two halves alternate so that
+// consecutive tile products go to different C tiles.
+template <bool kF16>
+void float_tiles(const uint8_t* acts, const uint8_t* panel, int64_t steps, float* y, int64_t y_stride, int n_rows,
+                 int n_tokens, bool first) {
+    constexpr int kParts = kF16 ? 2 : 1;
+    _tile_zero(0);
+    _tile_zero(1);
+    for (int64_t j = 0; j < steps; j++) {
+        const uint8_t* a = acts + j * kParts * kTileBytes;
+        const uint8_t* b = panel + 2 * j * kParts * kTileBytes;
+        _tile_loadd(2, a, 64);
+        _tile_loadd(4, b, 64);
+        _tile_loadd(6, b + kParts * kTileBytes, 64);
+        _tile_dpbf16ps(0, 2, 4);
+        _tile_dpbf16ps(1, 2, 6);
+        if constexpr (kF16) {
+            _tile_loadd(3, a + kTileBytes, 64);
+            _tile_loadd(5, b + kTileBytes, 64);
+            _tile_loadd(7, b + 3 * kTileBytes, 64);
+            _tile_dpbf16ps(0, 2, 5);
+            _tile_dpbf16ps(1, 2, 7);
+            _tile_dpbf16ps(0, 3, 4);
+            _tile_dpbf16ps(1, 3, 6);
+            _tile_dpbf16ps(0, 3, 5);
+            _tile_dpbf16ps(1, 3, 7);
+        }
+    }
+    alignas(64) float sums[2][kBlockTokens][16];
+    _tile_stored(0, sums[0], 64);
+    _tile_stored(1, sums[1], 64);
+    for (int half = 0; half < 2; half++) {
+        const int rows = n_rows - 16 * half;
+        if (rows <= 0) break;
+        const __mmask16 keep = static_cast<__mmask16>(rows >= 16 ? 0xFFFF : (1u << rows) - 1);
+        for (int t = 0; t < n_tokens; t++) {
+            float* yt = y + t * y_stride + 16 * half;
+            const __m512 v = _mm512_load_ps(sums[half][t]);
+            _mm512_mask_storeu_ps(yt, keep, first ? v : _mm512_add_ps(v, _mm512_maskz_loadu_ps(keep, yt)));
+        }
+    }
+}
+
+template <bool kF16>
+void gemm_float_type(const Matmul& m, int64_t r0, int64_t r1) {
+    constexpr int kParts = kF16 ? 2 : 1;
+    const int64_t K = m.n_cols, blocks = (m.n_tokens + kBlockTokens - 1) / kBlockTokens;
+    const int64_t kc = K < kFloatSlice ? K : kFloatSlice;
+    auto acts = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, blocks * (kc / 32) * kParts * kTileBytes));
+    auto panel = static_cast<uint8_t*>(scratch(ScratchSlot::WEIGHTS, (kc / 32) * 2 * kParts * kTileBytes));
+    configure(64);
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+        const int64_t n = K - k0 < kc ? K - k0 : kc, steps = n / 32;
+        float_acts<kF16>(m, k0, n, acts);
+        for (int64_t r = r0; r < r1; r += kFloatRows) {
+            const int n_rows = static_cast<int>(r1 - r < kFloatRows ? r1 - r : kFloatRows);
+            float_panel<kF16>(m, r, n_rows, k0, n, panel);
+            for (int64_t b = 0; b < blocks; b++) {
+                const int n_tokens = static_cast<int>(m.n_tokens - b * kBlockTokens < kBlockTokens ? m.n_tokens - b * kBlockTokens : kBlockTokens);
+                float_tiles<kF16>(acts + b * steps * kParts * kTileBytes, panel, steps,
+                                  m.y + b * kBlockTokens * m.y_stride + r, m.y_stride, n_rows, n_tokens, k0 == 0);
+            }
+        }
+    }
+}
+
 }  // namespace
+
+void gemm_float(const Matmul& m, int64_t r0, int64_t r1) {
+    if (m.type == gguf::Type::F16)
+        gemm_float_type<true>(m, r0, r1);
+    else
+        gemm_float_type<false>(m, r0, r1);
+}
 
 size_t acts_bytes(int64_t n_tokens, int64_t K, int group) {
     return static_cast<size_t>((n_tokens + kBlockTokens - 1) / kBlockTokens) * block_bytes(K, group);

@@ -8,7 +8,7 @@ set_source_files_properties(${tinyllm_kernels_avx512} PROPERTIES COMPILE_OPTIONS
   "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c;${tinyllm_simd_no_false_warnings}")
 # AMX tiles (gemm_amx.cpp) build on the AVX-512 variant; they run only where amx_active() says so.
 set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/cpu/kernels/gemm_amx.cpp PROPERTIES COMPILE_OPTIONS
-  "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c;-mamx-tile;-mamx-int8;${tinyllm_simd_no_false_warnings}")
+  "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c;-mamx-tile;-mamx-int8;-mamx-bf16;${tinyllm_simd_no_false_warnings}")
 set_source_files_properties(${tinyllm_kernels_avx2} PROPERTIES COMPILE_OPTIONS
   "-mavx2;-mfma;-mf16c;${tinyllm_simd_no_false_warnings}")
 
