@@ -100,13 +100,15 @@ std::pair<Tensor, Tensor> moe_route(const MoeWeights& w, const MoeConfig& m, con
 // --- multi-head latent attention (llm/mla.cpp): DeepSeek-V2/V3, Moonlight, GLM-4.7-Flash, Kimi ---------
 // R = kv_lora_rank, Dr = rope_dim, Dn = nope dims (head_dim_k - Dr), Dv = value dims per head.
 struct MlaWeights {
-    Tensor attn_q_a, attn_q_a_norm, attn_q_b;  // q LoRA: (Rq, D), (Rq), (H*(Dn+Dr), Rq)
-    Tensor attn_q;                             // without q LoRA: (H*(Dn+Dr), D)
-    Tensor attn_kv_a_mqa;                      // (R + Dr, D): the latent and the key part shared by all heads
+    engine::LinearWeight attn_q_a;             // q LoRA: (Rq, D)
+    Tensor attn_q_a_norm;                      // (Rq)
+    engine::LinearWeight attn_q_b;             // (H*(Dn+Dr), Rq)
+    engine::LinearWeight attn_q;               // without q LoRA: (H*(Dn+Dr), D)
+    engine::LinearWeight attn_kv_a_mqa;        // (R + Dr, D): the latent and the key part shared by all heads
     Tensor attn_kv_a_norm;                     // (R)
     Tensor attn_k_b;                           // (H, R, Dn): latent -> each head's key (nope part)
     Tensor attn_v_b;                           // (H, Dv, R): latent -> each head's value
-    Tensor attn_output;                        // (D, H*Dv)
+    engine::LinearWeight attn_output;          // (D, H*Dv)
 
     static MlaWeights load(const WeightLoader& L, const ModelConfig& c, int il);
     void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;
@@ -140,15 +142,15 @@ private:
 // --- GatedDeltaNet (llm/gated_delta_net.cpp): qwen3next / qwen35 linear-attention layers ------------
 // Hk = ssm.group_count q/k heads of Dk = ssm.state_size, Hv = ssm.time_step_rank v heads of Dv.
 struct GatedDeltaNetWeights {
-    Tensor attn_qkv;              // (2*Hk*Dk + Hv*Dv, D): q, k, v before the short convolution
-    Tensor attn_gate;             // (Hv*Dv, D): z, the output gate
+    engine::LinearWeight attn_qkv;   // (2*Hk*Dk + Hv*Dv, D): q, k, v before the short convolution
+    engine::LinearWeight attn_gate;  // (Hv*Dv, D): z, the output gate
     Tensor ssm_conv1d;            // (2*Hk*Dk + Hv*Dv, K)
     Tensor ssm_dt_b;              // (Hv) ssm_dt.bias
     Tensor ssm_a;                 // (Hv) = -exp(A_log)
-    Tensor ssm_beta, ssm_alpha;   // (Hv, D) (qwen35)
-    Tensor ssm_ba;                // (2*Hv, D) (qwen3next): per k head, Hv/Hk betas then Hv/Hk alphas
-    Tensor ssm_norm;              // (Dv)
-    Tensor ssm_out;               // (D, Hv*Dv)
+    engine::LinearWeight ssm_beta_alpha;  // (Hv, D) each (qwen35): the betas and the alphas side by side
+    engine::LinearWeight ssm_ba;          // (2*Hv, D) (qwen3next): per k head, Hv/Hk betas then Hv/Hk alphas
+    Tensor ssm_norm;                      // (Dv)
+    engine::LinearWeight ssm_out;         // (D, Hv*Dv)
 
     static GatedDeltaNetWeights load(const WeightLoader& L, const ModelConfig& c, int il);
     void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;  // f32 state
@@ -159,15 +161,15 @@ struct GatedDeltaNetWeights {
 // --- Kimi delta attention (llm/kda.cpp): kimi-linear's recurrent layers --------------------------------
 // H = n_head heads of Dh = kda.head_dim for q, k and v alike.
 struct KdaWeights {
-    Tensor attn_q, attn_k, attn_v;  // (H*Dh, D)
+    engine::LinearWeight attn_qkv;  // attn_q, attn_k, attn_v: (H*Dh, D) each, side by side
     Tensor ssm_conv1d_qkv;          // (3*H*Dh, K) f32: the q, k and v short convolutions side by side
-    Tensor ssm_f_a, ssm_f_b;        // (Dh, D), (H*Dh, Dh): the per-channel decay's low-rank projection
+    engine::LinearWeight ssm_f_a, ssm_f_b;  // (Dh, D), (H*Dh, Dh): the per-channel decay's low-rank projection
     Tensor ssm_dt_b;                // (H*Dh) ssm_dt.bias
     Tensor ssm_a;                   // (H) = -exp(A_log)
-    Tensor ssm_beta;                // (H, D)
-    Tensor ssm_g_a, ssm_g_b;        // (Dh, D), (H*Dh, Dh): the output gate
-    Tensor ssm_norm;                // (Dh)
-    Tensor attn_output;             // (D, H*Dh)
+    engine::LinearWeight ssm_beta;          // (H, D)
+    engine::LinearWeight ssm_g_a, ssm_g_b;  // (Dh, D), (H*Dh, Dh): the output gate
+    Tensor ssm_norm;                        // (Dh)
+    engine::LinearWeight attn_output;       // (D, H*Dh)
 
     static KdaWeights load(const WeightLoader& L, const ModelConfig& c, int il);
     void init_state(LayerState& s, const ModelConfig& c, int n_ctx, engine::DType kv_dtype) const;  // f32 state

@@ -54,19 +54,19 @@ GatedDeltaNetWeights GatedDeltaNetWeights::load(const WeightLoader& L, const Mod
                                  std::to_string(d.Dk) + ", inner_size " + std::to_string(c.ssm.d_inner) + ", conv_kernel " +
                                  std::to_string(c.ssm.conv_kernel) + ")");
     GatedDeltaNetWeights w;
-    w.attn_qkv = L.layer(il, "attn_qkv.weight", {d.conv_channels, D});
-    w.attn_gate = L.layer(il, "attn_gate.weight", {d.Hv * d.Dv, D});
+    w.attn_qkv = engine::linear_weight({L.layer_matrix(il, "attn_qkv.weight", {d.conv_channels, D})});
+    w.attn_gate = engine::linear_weight({L.layer_matrix(il, "attn_gate.weight", {d.Hv * d.Dv, D})});
     w.ssm_conv1d = L.layer(il, "ssm_conv1d.weight", {d.conv_channels, c.ssm.conv_kernel});
     w.ssm_dt_b = L.layer(il, "ssm_dt.bias", {d.Hv});
     w.ssm_a = L.layer(il, "ssm_a", {d.Hv});
     if (c.ssm.fused_ba) {
-        w.ssm_ba = L.layer(il, "ssm_ba.weight", {2 * d.Hv, D});
+        w.ssm_ba = engine::linear_weight({L.layer_matrix(il, "ssm_ba.weight", {2 * d.Hv, D})});
     } else {
-        w.ssm_beta = L.layer(il, "ssm_beta.weight", {d.Hv, D});
-        w.ssm_alpha = L.layer(il, "ssm_alpha.weight", {d.Hv, D});
+        w.ssm_beta_alpha = engine::linear_weight({L.layer_matrix(il, "ssm_beta.weight", {d.Hv, D}),
+                                                  L.layer_matrix(il, "ssm_alpha.weight", {d.Hv, D})});
     }
     w.ssm_norm = L.layer(il, "ssm_norm.weight", {d.Dv});
-    w.ssm_out = L.layer(il, "ssm_out.weight", {D, d.Hv * d.Dv});
+    w.ssm_out = engine::linear_weight({L.layer_matrix(il, "ssm_out.weight", {D, d.Hv * d.Dv})});
     return w;
 }
 
@@ -86,14 +86,14 @@ Tensor GatedDeltaNetWeights::forward(const ModelConfig& c, const Tensor& x, Recu
     const Dims d = dims_of(c);
     const Dim T = x.dim(0);
     Tensor b, a;  // (T, Hv) beta and alpha logits
-    if (w.ssm_ba.defined()) {
+    if (!w.ssm_ba.parts.empty()) {
         const int r = d.Hv / d.Hk;
         Tensor ba = engine::linear(x, w.ssm_ba).reshape({T, d.Hk, 2 * r});
         b = ba.slice(2, 0, r).reshape({T, d.Hv});
         a = ba.slice(2, r, r).reshape({T, d.Hv});
     } else {
-        b = engine::linear(x, w.ssm_beta);
-        a = engine::linear(x, w.ssm_alpha);
+        const std::vector<Tensor> ba = engine::linear_split(x, w.ssm_beta_alpha);
+        b = ba[0], a = ba[1];
     }
     Tensor beta = engine::sigmoid(b);                                         // (T, Hv)
     Tensor g = engine::softplus(a + w.ssm_dt_b.cast(engine::f32)) * w.ssm_a.cast(engine::f32);  // (T, Hv) log decay

@@ -13,9 +13,8 @@ KdaWeights KdaWeights::load(const WeightLoader& L, const ModelConfig& c, int il)
     if (Dh <= 0 || K < 2)
         throw std::runtime_error("[model] " + L.file().path() + ": kda.head_dim must be positive and ssm.conv_kernel at least 2");
     KdaWeights w;
-    w.attn_q = L.layer(il, "attn_q.weight", {HD, D});
-    w.attn_k = L.layer(il, "attn_k.weight", {HD, D});
-    w.attn_v = L.layer(il, "attn_v.weight", {HD, D});
+    w.attn_qkv = engine::linear_weight({L.layer_matrix(il, "attn_q.weight", {HD, D}), L.layer_matrix(il, "attn_k.weight", {HD, D}),
+                                        L.layer_matrix(il, "attn_v.weight", {HD, D})});
     // The convolution weights are [K, 1, HD, 1] in ggml order (the loader drops the outer unit dim).
     // One (3·HD, K) f32 weight lets a single convolution serve q, k and v.
     std::vector<Tensor> convs;
@@ -23,15 +22,15 @@ KdaWeights KdaWeights::load(const WeightLoader& L, const ModelConfig& c, int il)
         convs.push_back(L.layer(il, name, {HD, 1, K}).reshape({HD, K}).cast(engine::f32));
     w.ssm_conv1d_qkv = engine::concat(convs, 0).contiguous();
     w.ssm_conv1d_qkv.realize();
-    w.ssm_f_a = L.layer(il, "ssm_f_a.weight", {Dh, D});
-    w.ssm_f_b = L.layer(il, "ssm_f_b.weight", {HD, Dh});
+    w.ssm_f_a = engine::linear_weight({L.layer_matrix(il, "ssm_f_a.weight", {Dh, D})});
+    w.ssm_f_b = engine::linear_weight({L.layer_matrix(il, "ssm_f_b.weight", {HD, Dh})});
     w.ssm_dt_b = L.layer(il, "ssm_dt.bias", {HD});
     w.ssm_a = L.layer(il, "ssm_a", {H, 1}).reshape({H});  // [1, H, 1, 1] in ggml order
-    w.ssm_beta = L.layer(il, "ssm_beta.weight", {H, D});
-    w.ssm_g_a = L.layer(il, "ssm_g_a.weight", {Dh, D});
-    w.ssm_g_b = L.layer(il, "ssm_g_b.weight", {HD, Dh});
+    w.ssm_beta = engine::linear_weight({L.layer_matrix(il, "ssm_beta.weight", {H, D})});
+    w.ssm_g_a = engine::linear_weight({L.layer_matrix(il, "ssm_g_a.weight", {Dh, D})});
+    w.ssm_g_b = engine::linear_weight({L.layer_matrix(il, "ssm_g_b.weight", {HD, Dh})});
     w.ssm_norm = L.layer(il, "ssm_norm.weight", {Dh});
-    w.attn_output = L.layer(il, "attn_output.weight", {D, HD});
+    w.attn_output = engine::linear_weight({L.layer_matrix(il, "attn_output.weight", {D, HD})});
     return w;
 }
 
@@ -51,7 +50,7 @@ Tensor KdaWeights::forward(const ModelConfig& c, const Tensor& x, RecurrentState
     using engine::linear;
     const Dim T = x.dim(0);
     const int H = c.n_head, Dh = c.ssm.kda_head_dim, HD = H * Dh;
-    Tensor qkv = engine::concat({linear(x, w.attn_q), linear(x, w.attn_k), linear(x, w.attn_v)}, 1);  // (T, 3·HD)
+    Tensor qkv = linear(x, w.attn_qkv);  // (T, 3·HD)
     qkv = engine::silu(s.conv(qkv, w.ssm_conv1d_qkv));
     Tensor q = l2_norm(qkv.slice(1, 0, HD).reshape({T, H, Dh}), c.rms_eps);
     Tensor k = l2_norm(qkv.slice(1, HD, HD).reshape({T, H, Dh}), c.rms_eps);

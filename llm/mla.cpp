@@ -11,17 +11,17 @@ MlaWeights MlaWeights::load(const WeightLoader& L, const ModelConfig& c, int il)
     const int D = c.n_embd, H = c.n_head, R = m.kv_lora_rank, Dr = m.rope_dim, Dk = m.head_dim_k, Dv = m.head_dim_v;
     MlaWeights w;
     if (m.q_lora_rank > 0) {
-        w.attn_q_a = L.layer(il, "attn_q_a.weight", {m.q_lora_rank, D});
+        w.attn_q_a = engine::linear_weight({L.layer_matrix(il, "attn_q_a.weight", {m.q_lora_rank, D})});
         w.attn_q_a_norm = L.layer(il, "attn_q_a_norm.weight", {m.q_lora_rank});
-        w.attn_q_b = L.layer(il, "attn_q_b.weight", {H * Dk, m.q_lora_rank});
+        w.attn_q_b = engine::linear_weight({L.layer_matrix(il, "attn_q_b.weight", {H * Dk, m.q_lora_rank})});
     } else {
-        w.attn_q = L.layer(il, "attn_q.weight", {H * Dk, D});
+        w.attn_q = engine::linear_weight({L.layer_matrix(il, "attn_q.weight", {H * Dk, D})});
     }
-    w.attn_kv_a_mqa = L.layer(il, "attn_kv_a_mqa.weight", {R + Dr, D});
+    w.attn_kv_a_mqa = engine::linear_weight({L.layer_matrix(il, "attn_kv_a_mqa.weight", {R + Dr, D})});
     w.attn_kv_a_norm = L.layer(il, "attn_kv_a_norm.weight", {R});
     w.attn_k_b = L.layer(il, "attn_k_b.weight", {H, R, Dk - Dr});
     w.attn_v_b = L.layer(il, "attn_v_b.weight", {H, Dv, R});
-    w.attn_output = L.layer(il, "attn_output.weight", {D, H * Dv});
+    w.attn_output = engine::linear_weight({L.layer_matrix(il, "attn_output.weight", {D, H * Dv})});
     return w;
 }
 
