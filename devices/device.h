@@ -120,6 +120,9 @@ public:
     virtual bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const;
     virtual size_t packed_bytes(gguf::Type type, int64_t rows, int64_t cols) const;  // default: the rows' bytes
     virtual void pack(gguf::Type type, const void* w, int64_t rows, int64_t cols, void* out);
+    // Whether LinearExperts here also reads (experts, rows, cols) expert weights in that layout, the
+    // experts' rows packed as one (experts · rows, cols) weight (ops::LinearExperts::packed).
+    virtual bool can_pack_experts(gguf::Type type, int64_t experts, int64_t rows, int64_t cols) const;
     // The format the host kernels quantize activations to for weights of `weight` (linear, experts, heads).
     virtual gguf::Type activation_type(gguf::Type weight) const;
     virtual void synchronize() = 0;

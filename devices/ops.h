@@ -46,6 +46,7 @@ struct LinearExperts {
     int64_t T = 0, k = 0, N = 0, K = 0, E = 0;
     gguf::Type type = gguf::Type::F32, act = gguf::Type::F32;
     bool per_slot = false;
+    bool packed = false;             // w is the (E*N, K) rows in the layout Device::pack made
 };
 
 // ids (n_rows) i32 -> plan: offsets (E + 1), then the rows grouped by expert (ascending within one).

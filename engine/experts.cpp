@@ -63,6 +63,8 @@ Tensor linear_experts(const Tensor& x_in, const Tensor& w, const ExpertSelection
     call.args().type = *type;
     call.args().act = act;
     call.args().per_slot = per_slot;
+    const Node* wn = w.node().get();
+    call.args().packed = (wn->op == Op::BUFFER || wn->op == Op::AFTER) && buffer_of(wn).packed;
     call.in(&A::x, xa).in(&A::w, w).in(&A::plan, sel.plan);
     call.dim(&A::T, T).dim(&A::k, k).dim(&A::N, N).dim(&A::K, K).dim(&A::E, E);
     return call.out(&A::out, {T, k, N}, f32);

@@ -32,6 +32,16 @@ void check_weight(const Tensor& w, const char* op) {
         fail(op, "no dequantizer for " + w.dtype().name() + " yet");
 }
 
+// A weight left in its file mapping for sparse reads (WeightLoader::layer_matrix) that stays in rows: the
+// device wrapped the mapping without a copy, and it is read whole from now on (the CPU copies it into
+// huge pages).
+Tensor read_whole(const Tensor& w) {
+    const Node* n = w.node().get();
+    if (n->op != Op::BUFFER || !buffer_of(n).sparse || !buffer_of(n).mem->external) return w;
+    const Buffer& b = buffer_of(n);
+    return Tensor::external(b.host_data, w.shape(), w.dtype(), b.owner);
+}
+
 }  // namespace
 
 Tensor quantize_activations(const Tensor& x, gguf::Type act, int64_t row_bytes) {
@@ -115,15 +125,26 @@ LinearWeight linear_weight(const std::vector<Tensor>& ws) {
     }
     for (const Tensor& w : ws) {
         Tensor part = pack_for_linear(w);
-        const Node* n = part.node().get();
-        // left in place (not packed, and the device wrapped the mapping without a copy): read whole from now on
-        if (part.node() == w.node() && n->op == Op::BUFFER && buffer_of(n).sparse && buffer_of(n).mem->external) {
-            const Buffer& b = buffer_of(n);
-            part = Tensor::external(b.host_data, w.shape(), w.dtype(), b.owner);
-        }
-        lw.parts.push_back(part);
+        lw.parts.push_back(part.node() == w.node() ? read_whole(w) : part);
     }
     return lw;
+}
+
+Tensor pack_experts(const Tensor& w) {
+    const Node* n = w.node().get();
+    if (!w.defined() || w.ndim() != 3 || !w.dtype().is_quantized() || n->op != Op::BUFFER || buffer_of(n).packed)
+        return w.defined() ? read_whole(w) : w;
+    const Buffer& src = buffer_of(n);
+    const gguf::Type type = w.dtype().block;
+    const int64_t E = w.dim(0).max(), N = w.dim(1).max(), K = w.dim(2).max();
+    if (!src.device->can_pack_experts(type, E, N, K)) return read_whole(w);
+    Tensor out = Tensor::empty(w.shape(), w.dtype(), w.device());
+    Buffer& dst = buffer_of(out.node().get());
+    const size_t bytes = dst.device->packed_bytes(type, E * N, K);
+    if (bytes > dst.mem->size) dst.mem = alloc_memory(dst.device, bytes, true);
+    dst.device->pack(type, src.mem->host, E * N, K, dst.mem->host);
+    dst.packed = true;
+    return out;
 }
 
 std::vector<Tensor> linear_split(const Tensor& x, const LinearWeight& w) {

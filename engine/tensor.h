@@ -377,6 +377,10 @@ ExpertSelection select_experts(const Tensor& ids, int n_expert);
 // out[t, s] = W[ids[t, s]] . x[t] (x (T, K): each token's row feeds all its experts) or . x[t, s]
 // (x (T, k, K): one row per slot). W (E, N, K) any weight dtype -> (T, k, N) f32.
 Tensor linear_experts(const Tensor& x, const Tensor& w, const ExpertSelection& selection);
+// Expert weights (E, N, K) in their device's layout for linear_experts() (Device::can_pack_experts: the
+// rows packed as pack_for_linear's), else w itself, read whole when it was left in its file mapping
+// (WeightLoader::layer_matrix). The packed result feeds linear_experts() only.
+Tensor pack_experts(const Tensor& w);
 
 // Multi-head latent attention helpers (engine/mla.cpp).
 // One matrix per head: x (T, H, K) times w (H, N, K) -> (T, H, N) f32, any weight dtype (MLA's

@@ -14,9 +14,9 @@ MoeWeights load_moe(const WeightLoader& L, const MoeConfig& m, int il, int D) {
     w.ffn_gate_inp = L.layer(il, "ffn_gate_inp.weight", {E, D});
     if (m.router_bias) w.ffn_gate_inp_b = L.layer(il, "ffn_gate_inp.bias", {E});
     if (m.selection_bias) w.exp_probs_b = L.layer(il, "exp_probs_b.bias", {E});
-    w.ffn_gate_exps = L.layer(il, "ffn_gate_exps.weight", {E, F, D});
-    w.ffn_up_exps = L.layer(il, "ffn_up_exps.weight", {E, F, D});
-    w.ffn_down_exps = L.layer(il, "ffn_down_exps.weight", {E, D, F});
+    w.ffn_gate_exps = engine::pack_experts(L.layer_matrix(il, "ffn_gate_exps.weight", {E, F, D}));
+    w.ffn_up_exps = engine::pack_experts(L.layer_matrix(il, "ffn_up_exps.weight", {E, F, D}));
+    w.ffn_down_exps = engine::pack_experts(L.layer_matrix(il, "ffn_down_exps.weight", {E, D, F}));
     if (m.expert_bias) {
         w.ffn_gate_exps_b = L.layer(il, "ffn_gate_exps.bias", {E, F});
         w.ffn_up_exps_b = L.layer(il, "ffn_up_exps.bias", {E, F});

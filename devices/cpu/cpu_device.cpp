@@ -175,6 +175,10 @@ public:
     bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const override {
         return env::cpu_pack() && ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 && ::cpu_kernels::can_pack(type, rows, cols);
     }
+    // Experts: each expert's rows whole panels, so that an expert's tile of rows is one panel.
+    bool can_pack_experts(gguf::Type type, int64_t experts, int64_t rows, int64_t cols) const override {
+        return rows % ::cpu_kernels::kPanelRows == 0 && can_pack(type, experts * rows, cols);
+    }
     // A source in the file mapping is given back as it is packed, a few panels at a time: the whole
     // weight's file pages and its copy are never resident together (the peak of a load was the last
     // weight's size above the model's).

@@ -18,8 +18,8 @@ using namespace etest;
 
 namespace {
 
-// Expert weights (E, N, K) of `type` and the floats they dequantize to. MXFP4 has no reference
-// quantizer: its blocks are random codes with scales around 1.
+// Expert weights (E, N, K) of `type` and the floats they dequantize to. MXFP4, Q4_K and Q6_K have no
+// reference quantizer: their blocks are random codes with fixed small scales.
 struct ExpertWeights {
     Tensor t;
     std::vector<double> deq;
@@ -33,6 +33,16 @@ ExpertWeights expert_weights(gguf::Type type, int64_t E, int64_t N, int64_t K, u
         std::vector<double> r = uniform(raw.size(), seed, 0, 256);
         for (size_t i = 0; i < raw.size(); i++) raw[i] = uint8_t(r[i]);
         for (size_t b = 0; b < raw.size(); b += tr.bytes_per_block) raw[b] = uint8_t(124 + raw[b] % 6);  // E8M0 2^-4 .. 2^1
+    } else if (type == gguf::Type::Q4_K || type == gguf::Type::Q6_K) {  // no reference quantizer: random codes, d = dmin = 2^-7
+        std::vector<double> r = uniform(raw.size(), seed, 0, 256);
+        for (size_t i = 0; i < raw.size(); i++) raw[i] = uint8_t(r[i]);
+        for (size_t b = 0; b < raw.size(); b += tr.bytes_per_block) {
+            const gguf::half d = 0x2000;
+            if (type == gguf::Type::Q4_K)
+                std::memcpy(raw.data() + b + offsetof(gguf::block_q4_K, d), &d, 2), std::memcpy(raw.data() + b + offsetof(gguf::block_q4_K, dmin), &d, 2);
+            else
+                std::memcpy(raw.data() + b + offsetof(gguf::block_q6_K, d), &d, 2);
+        }
     } else {
         std::vector<double> v = uniform(size_t(n), seed, -1, 1);
         std::vector<float> f(v.begin(), v.end());
@@ -89,6 +99,35 @@ TEST_CASE("expert-indexed linear matches a per-token product with each chosen ex
             }
         }
     }
+}
+
+TEST_CASE("expert weights packed by pack_experts give what their rows give") {
+    const int64_t E = 5, K = 256, k = 2;
+    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_0, gguf::Type::Q4_K, gguf::Type::Q6_K}) {
+        const int64_t N = 32;  // two panels of 16 rows per expert
+        ExpertWeights w = expert_weights(type, E, N, K, 21);
+        Tensor packed = pack_experts(w.t);
+        if (!devices::get("CPU").can_pack_experts(type, E, N, K)) {  // no AVX-512: the rows stay
+            REQUIRE(packed.node().get() == w.t.node().get());
+            continue;
+        }
+        REQUIRE(packed.node().get() != w.t.node().get());
+        REQUIRE(pack_experts(packed).node().get() == packed.node().get());  // packing twice is a no-op
+        for (int64_t T : {1, 3, 40})  // decode, a few tokens, the grouped prefill path
+            for (bool per_slot : {false, true}) {
+                INFO(gguf::type_name(type) << ", T " << T << (per_slot ? ", per-slot input" : ", shared input"));
+                std::vector<double> ids(size_t(T * k));
+                for (int64_t t = 0; t < T; t++) ids[size_t(t * k)] = 1, ids[size_t(t * k + 1)] = double((3 * t) % 5 == 1 ? 4 : (3 * t) % 5);
+                ExpertSelection sel = select_experts(tensor(ids, {T, k}, i32), int(E));
+                const int64_t rows = per_slot ? T * k : T;
+                Tensor x = tensor(uniform(size_t(rows * K), uint32_t(T + 5)), per_slot ? Shape{T, k, K} : Shape{T, K}, f32);
+                // the same integer sums; the super-block types add their groups in another order (fp32 rounding)
+                require_close(values(linear_experts(x, packed, sel)), values(linear_experts(x, w.t, sel)), 1e-4, 1e-4);
+            }
+    }
+    // experts whose rows are not whole panels stay as they are
+    ExpertWeights odd = expert_weights(gguf::Type::Q8_0, 3, 24, 64, 2);
+    REQUIRE(pack_experts(odd.t).node().get() == odd.t.node().get());
 }
 
 TEST_CASE("expert-indexed linear rejects mismatched shapes") {

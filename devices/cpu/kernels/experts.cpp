@@ -61,6 +61,9 @@ void linear_experts(const ops::LinearExperts& a, int64_t begin, int64_t end) {
         auto x_at = [&](int64_t j) { return x + (per_slot ? group[j] : group[j] / k) * x_row; };
         float* y = scratch(ybuf, size_t(count * n));  // (count, n)
 
+        if (a.packed && (act == gguf::Type::F32 || type == gguf::Type::MXFP4))
+            throw Error("[cpu_kernels] linear_experts: packed " + std::string(gguf::type_name(type)) + " experts with " +
+                        std::string(gguf::type_name(act)) + " activations");
         if (type == gguf::Type::MXFP4 && act == gguf::Type::Q8_0) {
             const uint8_t** xs = scratch(xptr, size_t(count));
             for (int64_t j = 0; j < count; j++) xs[j] = x_at(j);
@@ -81,7 +84,8 @@ void linear_experts(const ops::LinearExperts& a, int64_t begin, int64_t end) {
             for (int64_t j = 0; j < count; j++) std::memcpy(xs + j * x_row, x_at(j), size_t(x_row));
             Matmul m;
             m.type = type;
-            m.w = w_tile;
+            m.w = w_tile;  // packed: a panel takes its rows' bytes, and a tile of rows is one panel
+            m.packed = a.packed;
             m.n_rows = n;
             m.n_cols = K;
             m.x = xs;
