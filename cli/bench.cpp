@@ -24,13 +24,14 @@ namespace cli {
 namespace {
 
 const char* USAGE =
-    "usage: tinyllm bench [-m MODEL] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r REPEATS] [--kv f16|f32] [--device NAME]\n"
-    "                     [--parallel 1,2,4,8] [--json]\n"
+    "usage: tinyllm bench [-m MODEL] [-p 128] [-n 64] [-d 0] [-t THREADS] [-r REPEATS] [--kv f16|f32|q8_0|q4_0]\n"
+    "                     [--device NAME] [--parallel 1,2,4,8] [--json]\n"
     "  -p N     prompt tokens evaluated as one batch (pp); 0 skips it\n"
     "  -n N     tokens decoded one at a time (tg); 0 skips it\n"
     "  -d D     both after D tokens already in the cache (their prefill is not timed)\n"
     "  -t N     threads (default: all cores)\n"
     "  -r N     repetitions after one warm-up (default 5); medians are reported\n"
+    "  --kv TYPE  KV cache type: f16 (default), f32, q8_0 or q4_0\n"
     "  --device NAME  CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)\n"
     "  --parallel 1,2,4,8  for each count S: S different P-token prompts prefilled together, then N tokens\n"
     "           decoded by each, all in one batch (each from an empty cache); aggregate tok/s over all S\n";
@@ -59,14 +60,14 @@ double weight_bytes_per_token(const gguf::File& f) {
 
 // llama-batched-bench's PP and TG: for each sequence count, S random P-token prompts through one
 // BatchRunner (no prefix sharing), then N greedy tokens each; tok/s summed over the sequences.
-nlohmann::json bench_parallel(const std::string& path, const std::vector<int>& counts, int n_prompt, int n_gen, int repeats, bool kv_f16) {
+nlohmann::json bench_parallel(const std::string& path, const std::vector<int>& counts, int n_prompt, int n_gen, int repeats, gguf::Type kv_type) {
     auto model = llm::Model::load(path);
     const int n_vocab = model->config().n_vocab;
     std::mt19937 rng(1234);
     nlohmann::json rows = nlohmann::json::array();
     for (int S : counts) {
         llm::BatchOptions bo;
-        bo.n_ctx = n_prompt + n_gen + 1, bo.max_seqs = S, bo.token_budget = std::max(S, 512), bo.kv_f16 = kv_f16, bo.prefix_cache = false;
+        bo.n_ctx = n_prompt + n_gen + 1, bo.max_seqs = S, bo.token_budget = std::max(S, 512), bo.kv_type = kv_type, bo.prefix_cache = false;
         llm::BatchRunner runner(*model, bo);
         std::vector<double> pp, tg;
         for (int rep = 0; rep <= repeats; rep++) {  // rep 0 warms up (captures the graph)
@@ -111,14 +112,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
     llm::SessionOptions so;
     so.model_path = builtin_model_path();
     int n_prompt = 128, n_gen = 64, depth = 0, n_threads = 0, repeats = 5;
-    std::string kv = "f16";
     if (args.value("-m", "--model", so.model_path)) so.model_path = resolve_model(so.model_path);
     args.number("-p", n_prompt);
     args.number("-n", n_gen);
     args.number("-d", depth);
     args.number("-t", n_threads);
     args.number("-r", repeats);
-    args.value("--kv", kv);
+    so.kv_type = kv_flag(args);
     so.device = device_flag(args);
     bool json = args.flag("--json");
     std::string parallel;
@@ -137,13 +137,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
     if (!args.positionals().empty()) args.usage_error("unexpected argument");
     if (n_prompt < 0 || n_gen < 0 || depth < 0 || repeats < 1 || n_threads < 0) args.usage_error("counts must be positive");
     if (depth > 0 && !counts.empty()) args.usage_error("-d is for one sequence; with --parallel, -p sets each prompt");
-    if (kv != "f16" && kv != "f32") args.usage_error("--kv must be f16 or f32");
-    so.kv_f16 = kv == "f16";
     if (n_threads > 0) setenv("TINYLLM_THREADS", std::to_string(n_threads).c_str(), 1);  // read when the CPU device starts
     so.n_ctx = depth + std::max(n_prompt, n_gen + 1) + 1;
     if (!counts.empty()) {
         engine::set_default_device(so.device);
-        nlohmann::json rows = bench_parallel(so.model_path, counts, n_prompt, n_gen, repeats, so.kv_f16);
+        nlohmann::json rows = bench_parallel(so.model_path, counts, n_prompt, n_gen, repeats, so.kv_type);
         if (json) {
             std::printf("%s\n", nlohmann::json{{"model", so.model_path}, {"n_prompt", n_prompt}, {"n_gen", n_gen}, {"repeats", repeats}, {"parallel", rows}}.dump().c_str());
             return 0;

@@ -13,7 +13,7 @@ namespace cli {
 namespace {
 
 constexpr const char* USAGE = R"(usage: tinyllm chat [--model M] [--system TEXT] [--temp T] [--top-k K] [--top-p P] [--min-p P]
-                    [--seed S] [-n N] [--max-context N] [--device NAME]
+                    [--seed S] [-n N] [--max-context N] [--device NAME] [--kv f16|f32|q8_0|q4_0]
   Type a message and press Enter. /reset clears the conversation, /system TEXT sets the system
   prompt, /exit (or Ctrl-D) quits, Ctrl-C stops the answer being written.
   --model M        GGUF model or Hub name OWNER/REPO[:QUANT] (default: the built-in stories260K)
@@ -23,6 +23,7 @@ constexpr const char* USAGE = R"(usage: tinyllm chat [--model M] [--system TEXT]
   -n N             most tokens per answer (default 1024)
   --max-context N  context size (default: the model's, at most 4096)
   --device NAME    CPU, or AMD / AMD:0 (the first AMD GPU) (default: $TINYLLM_DEVICE, else CPU)
+  --kv TYPE        KV cache type: f16 (default), f32, q8_0 or q4_0 (CPU only; not MLA models)
   --grammar FILE, --json-schema FILE   constrain every answer to a GBNF grammar / a JSON Schema
   --chat-template FILE                 use this Jinja chat template instead of the model's
 )";
@@ -49,6 +50,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
     args.number("--max-tokens", options.max_tokens);
     args.number("--max-context", session_options.n_ctx);
     session_options.device = device_flag(args);
+    session_options.kv_type = kv_flag(args);
     options.grammar = grammar_flags(args);
     const std::string chat_template = chat_template_flag(args);
     if (!args.positionals().empty()) args.usage_error("takes no positional arguments");

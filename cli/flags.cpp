@@ -1,5 +1,5 @@
 // The flags several commands share, read one way: sampling (--temp, --top-k, --top-p, --min-p, --seed),
-// --device / $TINYLLM_DEVICE, --grammar FILE (GBNF), --json-schema FILE (JSON Schema) and
+// --device / $TINYLLM_DEVICE, --kv TYPE, --grammar FILE (GBNF), --json-schema FILE (JSON Schema) and
 // --chat-template FILE (replaces the model's template).
 #include "cli/cli.h"
 #include "devices/device.h"
@@ -40,6 +40,14 @@ std::string device_flag(Args& args) {
     for (const std::string& k : devices::registered()) known += (known.empty() ? "" : ", ") + k;
     args.usage_error(std::string(given ? "--device" : "$TINYLLM_DEVICE") + ": unknown device '" + name + "' (known: " + known +
                      "); AMD:0 is AMD, and tinyllm info --devices lists this machine's");
+}
+
+gguf::Type kv_flag(Args& args) {
+    std::string name = "f16";
+    args.value("--kv", name);
+    const std::optional<gguf::Type> type = gguf::type_from_name(name);
+    if (!type) args.usage_error("--kv: unknown type '" + name + "' (" + KV_TYPES + ")");
+    return *type;  // whether the model and the device take it: open_session says
 }
 
 void sampling_flags(Args& args, llm::SamplingParams& sampling) {

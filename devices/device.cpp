@@ -34,6 +34,7 @@ bool Device::can_pack_experts(gguf::Type, int64_t, int64_t, int64_t) const { ret
 size_t Device::packed_bytes(gguf::Type type, int64_t rows, int64_t cols) const { return size_t(rows) * gguf::row_bytes(type, cols).value_or(0); }
 void Device::pack(gguf::Type, const void*, int64_t, int64_t, void*) { throw Error("[devices] " + name() + ": has no weight layout of its own"); }
 gguf::Type Device::activation_type(gguf::Type weight) const { return cpu::host_activation_type(weight); }
+std::vector<gguf::Type> Device::kv_cache_types() const { return {gguf::Type::F16, gguf::Type::F32, gguf::Type::Q8_0, gguf::Type::Q4_0}; }
 
 const char* ops::name(Kind kind) {
     switch (kind) {

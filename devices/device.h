@@ -125,6 +125,9 @@ public:
     virtual bool can_pack_experts(gguf::Type type, int64_t experts, int64_t rows, int64_t cols) const;
     // The format the host kernels quantize activations to for weights of `weight` (linear, experts, heads).
     virtual gguf::Type activation_type(gguf::Type weight) const;
+    // The KV cache types its attention reads and its KV store writes (llama.cpp's -ctk/-ctv). Default: the
+    // host kernels' F32, F16, Q8_0 and Q4_0 (blocks of 32 along the head dimension).
+    virtual std::vector<gguf::Type> kv_cache_types() const;
     virtual void synchronize() = 0;
 };
 

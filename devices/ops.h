@@ -71,7 +71,7 @@ struct Attention {
     int64_t start_pos = 0;
     int64_t C = 0;                // cache rows: start_pos is clamped to C - T
     int64_t v_pos_stride = 0, v_head_stride = 0;
-    gguf::Type kv_type = gguf::Type::F32;  // F32 or F16, both caches
+    gguf::Type kv_type = gguf::Type::F32;  // F32, F16, Q8_0 or Q4_0 (Device::kv_cache_types), both caches
     int64_t window = 0;           // > 0: the query at p sees keys p-window+1 .. p
     float scale = 1.0f;           // logits = scale . q.k
 };
@@ -93,15 +93,16 @@ struct PagedAttention {
     float* out = nullptr;                // (T, H, Dv)
     int64_t T = 0, H = 0, Hkv = 0, Dk = 0, Dv = 0;
     int64_t S = 0, MB = 0, BS = 0, n_blocks = 0;
-    gguf::Type kv_type = gguf::Type::F32;  // F32 or F16, both pools
+    gguf::Type kv_type = gguf::Type::F32;  // F32, F16, Q8_0 or Q4_0 (Device::kv_cache_types), both pools
     int64_t window = 0;                  // > 0: the query at p sees keys p-window+1 .. p
     float scale = 1.0f;                  // logits = scale . q.k
     int64_t v_pos_stride = 0, v_head_stride = 0;  // 0: v is (rows, Hkv, Dv); else MLA's latent, v inside k's rows
 };
 
-// Rows x (T, row) f32 into pool rows slot[t], converted to the pool's type (F32 or F16). The pool is
-// written in place; the output is the slots written, which the engine orders the pool's readers after.
-// A slot outside [0, n_rows) is skipped.
+// Rows x (T, row) f32 into pool rows slot[t], converted to the pool's type (F32, F16, or Q8_0 / Q4_0
+// blocks: each row quantized as it is written, by ggml's reference rounding). The pool is written in
+// place; the output is the slots written, which the engine orders the pool's readers after. A slot
+// outside [0, n_rows) is skipped. It is the single-sequence cache's store too for block types.
 struct KvStore {
     static constexpr Kind KIND = Kind::KV_STORE;
     const float* x = nullptr;        // (T, row)

@@ -330,13 +330,12 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
     if (!same(k_cache.dim(2), Dk) || !same(v_cache.dim(1), Hkv) || !same(k_cache.dim(0), v_cache.dim(0)))
         fail("attention", "cache shapes " + shape_str(k_cache.shape()) + ", " + shape_str(v_cache.shape()) + " do not match q " + shape_str(q.shape()));
     if (!H.is_const() || !Hkv.is_const() || H.value() % Hkv.value()) fail("attention", "n_head must be a multiple of n_head_kv");
-    for (const Tensor* c : {&k_cache, &v_cache})
-        if (c->dtype().code != DType::F32 && c->dtype().code != DType::F16) fail("attention", "caches must be f32 or f16");
     if (window < 0) fail("attention", "negative window");
     if (sinks.defined() && (sinks.ndim() != 1 || !same(sinks.dim(0), H))) fail("attention", "sinks must be (n_head), got " + shape_str(sinks.shape()));
     if (!(k_cache.dtype() == v_cache.dtype())) fail("attention", "the caches must have one dtype");
+    const gguf::Type kv_type = kv_cache_type(k_cache.dtype(), Dk.max(), k_cache.device(), "attention");
+    kv_cache_type(v_cache.dtype(), Dv.max(), v_cache.device(), "attention");
     using A = ops::Attention;
-    const gguf::Type kv_type = k_cache.dtype().code == DType::F16 ? gguf::Type::F16 : gguf::Type::F32;
     OpCall<A> call(kv_type);
     call.args().kv_type = kv_type;
     call.args().window = window;

@@ -1,8 +1,11 @@
-// Paged KV for batches of sequences (DESIGN.md §8, "Batches"): the store of new rows into a shared pool
-// by slot, and attention through block tables. Both are hot ops (devices/ops.h).
+// KV caches (DESIGN.md §8, "The KV cache"): their types, the store of new rows into a cache or a pool
+// shared by a batch of sequences (paged KV, "Batches"), and attention through block tables. The store
+// and the attention are hot ops (devices/ops.h).
 #include "engine/ir_impl.h"
 #include "engine/op_call_impl.h"
 #include "engine/realize_impl.h"
+
+#include <algorithm>
 
 namespace engine {
 
@@ -12,12 +15,6 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("[engine] ") + op + ": " + what); }
 
-gguf::Type pool_type(const Tensor& pool, const char* op) {
-    if (pool.dtype().code == DType::F32) return gguf::Type::F32;
-    if (pool.dtype().code == DType::F16) return gguf::Type::F16;
-    fail(op, "pools must be f32 or f16, got " + pool.dtype().name());
-}
-
 Tensor i32_vector(const Tensor& t, const Dim& T, const char* op, const char* what) {
     if (t.ndim() != 1 || !t.dtype().is_int() || !same(t.dim(0), T))
         fail(op, std::string(what) + " must be (T) integers, T = " + T.str() + ", got " + shape_str(t.shape()));
@@ -26,11 +23,36 @@ Tensor i32_vector(const Tensor& t, const Dim& T, const char* op, const char* wha
 
 }  // namespace
 
+gguf::Type kv_cache_type(DType dtype, int64_t head_dim, const std::string& device_name, const char* op) {
+    devices::Device& device = devices::get(device_name.empty() ? default_device() : device_name);
+    const std::vector<gguf::Type> types = device.kv_cache_types();
+    const std::optional<gguf::Type> type = dtype.weight_type();
+    if (!type || std::find(types.begin(), types.end(), *type) == types.end()) {
+        std::string names;
+        for (gguf::Type t : types) names += std::string(names.empty() ? "" : ", ") + std::string(gguf::type_name(t));
+        fail(op, device.name() + "'s attention reads " + names + " KV caches, not " + dtype.name());
+    }
+    const int64_t block = gguf::type_traits(*type).block_size;
+    if (head_dim <= 0 || head_dim % block != 0)
+        fail(op, dtype.name() + " KV caches need head dims that are multiples of its " + std::to_string(block) + "-value blocks, got " +
+                     std::to_string(head_dim));
+    return *type;
+}
+
+Tensor kv_store(const Tensor& cache, const Tensor& x, const Dim& start_pos) {
+    const Dim T = x.dim(0);
+    if (!cache.dtype().is_quantized()) {
+        cache.slice(0, start_pos, T).assign(x);  // through a view: `cache` (a handle of the same buffer) reads the write
+        return cache;
+    }
+    return kv_store(cache, x, Tensor::arange(T) + Tensor::from_dim(start_pos));
+}
+
 Tensor kv_store(const Tensor& pool, const Tensor& x, const Tensor& slots) {
     if (pool.ndim() != 3 || x.ndim() != 3 || !same(x.dim(1), pool.dim(1)) || !same(x.dim(2), pool.dim(2)))
         fail("kv_store", "expects pool (n_rows, Hkv, D) and x (T, Hkv, D), got " + shape_str(pool.shape()) + ", " + shape_str(x.shape()));
     if (!pool.is_realized()) fail("kv_store", "the pool must be a realized buffer");
-    const gguf::Type type = pool_type(pool, "kv_store");
+    const gguf::Type type = kv_cache_type(pool.dtype(), pool.dim(2).max(), pool.device(), "kv_store");
     const Dim T = x.dim(0), row = x.dim(1) * x.dim(2);
     using A = ops::KvStore;
     OpCall<A> call(type);
@@ -57,8 +79,11 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_po
     if (window < 0) fail("paged_attention", "negative window");
     if (sinks.defined() && (sinks.ndim() != 1 || !same(sinks.dim(0), H)))
         fail("paged_attention", "sinks must be (n_head), got " + shape_str(sinks.shape()));
-    const gguf::Type type = pool_type(k_pool, "paged_attention");
-    if (pool_type(v_pool, "paged_attention") != type) fail("paged_attention", "the pools must have one dtype");
+    const bool latent = !(v_pos_stride.is_const() && v_pos_stride.value() == 0);
+    if (!(k_pool.dtype() == v_pool.dtype())) fail("paged_attention", "the pools must have one dtype");
+    if (latent && k_pool.dtype().is_quantized()) fail("paged_attention", "a latent pool (values inside the keys' rows) must be f32 or f16");
+    const gguf::Type type = kv_cache_type(k_pool.dtype(), Dk.max(), k_pool.device(), "paged_attention");
+    kv_cache_type(v_pool.dtype(), Dv.max(), v_pool.device(), "paged_attention");
     using A = ops::PagedAttention;
     OpCall<A> call(type);
     call.args().kv_type = type;
@@ -66,7 +91,6 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_po
     call.args().scale = float(scale);
     call.args().BS = block_size;
     call.args().n_blocks = rows.value() / block_size;
-    const bool latent = !(v_pos_stride.is_const() && v_pos_stride.value() == 0);
     call.in(&A::q, q.cast(f32)).in(&A::k, k_pool).in(&A::v, latent ? k_pool : v_pool);  // latent: the values are in k's rows
     if (latent) call.dim(&A::v_pos_stride, v_pos_stride).dim(&A::v_head_stride, v_head_stride);
     call.in(&A::pos, i32_vector(pos, T, "paged_attention", "pos")).in(&A::seq, i32_vector(seq, T, "paged_attention", "seq"));

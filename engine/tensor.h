@@ -335,9 +335,20 @@ Tensor rope(const Tensor& x, const Dim& start_pos, int rope_dim, double theta, R
 // The same at per-token positions (T) i32: token t rotated at positions[t] (a batch of sequences).
 Tensor rope(const Tensor& x, const Tensor& positions, int rope_dim, double theta, RopeLayout layout,
             const Tensor& freq_factors = {}, const RopeScaling& scaling = {});
+// KV caches hold f32, f16, or GGUF blocks of 32 values along the head dimension (q8_0, q4_0: llama.cpp's
+// -ctk/-ctv types) where the device's attention reads them (Device::kv_cache_types). The GGUF type of a
+// cache of `dtype` with rows of head_dim values on `device` ("" = the default device); throws Error
+// (naming `op`) when the device does not read that type or head_dim is not whole blocks.
+gguf::Type kv_cache_type(DType dtype, int64_t head_dim, const std::string& device = "", const char* op = "kv_cache");
+// Writes x (T, Hkv, D) (any float) into rows start_pos..start_pos+T-1 of cache (C, Hkv, D) and returns the
+// cache after the write: read it, not `cache`. Float caches: an assign (fused into x's producer); block
+// caches: the KV_STORE op below, which quantizes each row as it writes it (a generated kernel cannot
+// write blocks).
+Tensor kv_store(const Tensor& cache, const Tensor& x, const Dim& start_pos);
 // Causal grouped-query attention over a KV cache (hot op). q (T, H, Dk) is at positions
 // start_pos..start_pos+T-1; k_cache (C, Hkv, Dk) and v_cache (C, Hkv, Dv) hold positions 0..start_pos+T-1
-// (f32 or f16). Returns (T, H, Dv) f32. window > 0: the query at p sees only keys p-window+1..p.
+// (one KV cache type, kv_cache_type). Returns (T, H, Dv) f32. window > 0: the query at p sees only keys
+// p-window+1..p.
 // sinks (H) f32: a per-head logit that joins each softmax's denominator without a value (gpt-oss).
 Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Dim& start_pos, double scale,
                  int window = 0, const Tensor& sinks = {});
@@ -345,15 +356,15 @@ Tensor attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, 
 // Paged KV (engine/paged.cpp): one pool of rows for every sequence, in blocks of block_size rows; a
 // sequence's block table row lists its blocks, so its position p is pool row
 // block_table[s, p / block_size] * block_size + p % block_size.
-// Writes x (T, Hkv, D) (any float) into rows slots (T) i32 of pool (n_rows, Hkv, D) f32/f16 (a realized
-// buffer, written in place; a slot outside the pool is skipped). Returns the pool after the write: read
-// it, not `pool`, so the readers run after the store.
+// Writes x (T, Hkv, D) (any float) into rows slots (T) i32 of pool (n_rows, Hkv, D), a KV cache type (a
+// realized buffer, written in place; a slot outside the pool is skipped). Returns the pool after the
+// write: read it, not `pool`, so the readers run after the store.
 Tensor kv_store(const Tensor& pool, const Tensor& x, const Tensor& slots);
 // Causal attention of a mixed batch (hot op): q (T, H, Dk), token t at position pos[t] of sequence
 // seq[t] (i32 (T) each) sees that sequence's keys 0..pos[t] through block_table (S, MB) i32 in the pools
-// k (n_blocks * block_size, Hkv, Dk), v (.., Hkv, Dv), f32 or f16. Scale, window and sinks as attention().
-// Returns (T, H, Dv) f32. Nonzero v strides read the values inside k_pool's rows instead (v_pool then
-// only gives Dv): what paged_attention_latent does.
+// k (n_blocks * block_size, Hkv, Dk), v (.., Hkv, Dv), one KV cache type. Scale, window and sinks as
+// attention(). Returns (T, H, Dv) f32. Nonzero v strides read the values inside k_pool's rows instead
+// (v_pool then only gives Dv; f32 or f16): what paged_attention_latent does.
 Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& pos, const Tensor& seq,
                        const Tensor& block_table, int block_size, double scale, int window = 0, const Tensor& sinks = {},
                        const Dim& v_pos_stride = 0, const Dim& v_head_stride = 0);

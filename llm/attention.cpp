@@ -116,12 +116,10 @@ template <class At> void rope_qk(const ModelConfig& c, const AttentionWeights& w
 }  // namespace
 
 Tensor AttentionWeights::forward(const ModelConfig& c, const Tensor& x, const Dim& start_pos, LayerState& s) const {
-    const Dim T = x.dim(0);
     Qkv p = project(c, x);
     rope_qk(c, *this, p, start_pos);
-    s.k.slice(0, start_pos, T).assign(p.k);
-    s.v.slice(0, start_pos, T).assign(p.v);
-    Tensor out = engine::attention(p.q, s.k, s.v, start_pos, 1.0 / std::sqrt(double(c.head_dim_k)), window, attn_sinks);  // (T, H, Dv)
+    Tensor k = engine::kv_store(s.k, p.k, start_pos), v = engine::kv_store(s.v, p.v, start_pos);  // the caches after the store
+    Tensor out = engine::attention(p.q, k, v, start_pos, 1.0 / std::sqrt(double(c.head_dim_k)), window, attn_sinks);  // (T, H, Dv)
     return finish(c, out, p.gate);
 }
 

@@ -29,15 +29,17 @@ BatchRunner::BatchRunner(const Model& model, const BatchOptions& o) : model_(mod
     block_size_ = o.block_size;
     blocks_per_seq_ = div_up(o.n_ctx, o.block_size);
     const int n_blocks = o.n_blocks > 0 ? o.n_blocks : o.max_seqs * blocks_per_seq_;
-    pool_ = model.new_kv_pool(n_blocks, o.block_size, o.max_seqs, o.kv_f16 ? engine::f16 : engine::f32,
+    pool_ = model.new_kv_pool(n_blocks, o.block_size, o.max_seqs, engine::DType::from_gguf(o.kv_type),
                               o.prefix_cache ? (o.n_checkpoints >= 0 ? o.n_checkpoints : 3 * o.max_seqs) : 0);
     recurrent_ = pool_.recurrent();
     checkpoints_.resize(size_t(pool_.n_checkpoints));
-    std::vector<Tensor> zeroed;  // a row nobody wrote is read by nobody, but keep the pool free of NaN bits
+    // a row nobody wrote is read by nobody, but keep the pool free of NaN bits (block pools need nothing:
+    // memory comes zero-filled, and a zero block reads as zeros)
+    std::vector<Tensor> zeroed;
     for (auto* pools : {&pool_.k, &pool_.v, &pool_.conv, &pool_.ssm})
         for (Tensor& t : *pools)
             if (t.defined()) {
-                zeroed.push_back(t.assign(Tensor::zeros(t.shape(), t.dtype())));
+                if (!t.dtype().is_quantized()) zeroed.push_back(t.assign(Tensor::zeros(t.shape(), t.dtype())));
                 pool_bytes_ += int64_t(t.dtype().nbytes(t.numel().value()));
             }
     engine::realize(zeroed);

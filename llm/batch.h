@@ -33,7 +33,7 @@ struct BatchOptions {
     int n_ctx = 1024;         // positions one sequence may reach (prompt + generated)
     int max_seqs = 8;         // sequences running at once (rows of the block table)
     int token_budget = 64;    // tokens per step (at most 512): every decoding sequence's next token, then prefill chunks
-    bool kv_f16 = true;
+    gguf::Type kv_type = gguf::Type::F16;  // the pool's attention rows (SessionOptions::kv_type)
     bool prefix_cache = true;  // share full blocks of equal prompt prefixes
     int n_checkpoints = -1;    // recurrent models: saved states kept for prefix sharing (-1: 3 per sequence)
 };

@@ -65,9 +65,10 @@ int64_t available_bytes() {
 // cache needs room beyond the running sequences), within half of the memory available.
 int64_t default_pool_tokens(const ModelConfig& c, const SessionOptions& o, int n_ctx) {
     int64_t per_token = 0;
-    for (int il = 0; il < c.n_layer; il++)
-        per_token += (c.layer_kind[il] == LayerKind::MLA ? c.mla.kv_lora_rank + c.mla.rope_dim : c.n_head_kv * (c.head_dim_k + c.head_dim_v)) *
-                     (o.kv_f16 ? 2 : 4);
+    for (int il = 0; il < c.n_layer; il++) {
+        const int values = c.layer_kind[il] == LayerKind::MLA ? c.mla.kv_lora_rank + c.mla.rope_dim : c.n_head_kv * (c.head_dim_k + c.head_dim_v);
+        per_token += int64_t(gguf::row_bytes(o.kv_type, values).value_or(0));
+    }
     const int64_t wanted = int64_t(std::max(o.parallel, 4)) * n_ctx, budget = available_bytes() / 2 / std::max<int64_t>(per_token, 1);
     return budget > 0 ? std::max<int64_t>(std::min(wanted, budget), n_ctx) : wanted;
 }
@@ -80,7 +81,7 @@ public:
         bo.block_size = BLOCK_SIZE;
         bo.max_seqs = o.parallel;
         bo.token_budget = std::max(TOKEN_BUDGET, o.parallel);
-        bo.kv_f16 = o.kv_f16;
+        bo.kv_type = o.kv_type;
         const int64_t pool = o.pool_tokens > 0 ? o.pool_tokens : default_pool_tokens(model.config(), o, info_.n_ctx);
         bo.n_blocks = int((pool + BLOCK_SIZE - 1) / BLOCK_SIZE);
         info_.n_ctx = int(std::min<int64_t>(info_.n_ctx, int64_t(bo.n_blocks) * BLOCK_SIZE));  // one sequence fits the pool

@@ -62,7 +62,8 @@ public:
         decode_ = std::make_unique<engine::Jit>([this](const std::vector<Tensor>& in) {
             return std::vector<Tensor>{model_->forward(in[0], start_pos_, state_, false)};
         });
-        kv_dtype_ = o.kv_f16 ? engine::f16 : engine::f32;
+        kv_dtype_ = engine::DType::from_gguf(o.kv_type);
+        model_->check_kv_cache(kv_dtype_);  // refused at open, not at the first request
     }
 
     const ModelInfo& info() const override { return info_; }

@@ -58,7 +58,18 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     return m;
 }
 
+void Model::check_kv_cache(engine::DType kv) const {
+    const ModelConfig& c = config_;
+    for (int il = 0; il < c.n_layer; il++) {
+        if (c.layer_kind[il] == LayerKind::MLA && !(kv == engine::f16 || kv == engine::f32))
+            throw std::invalid_argument("[model] KV cache " + kv.name() + ": " + c.arch + "'s MLA layers keep their latent cache in f16 or f32");
+        if (c.layer_kind[il] == LayerKind::ATTENTION)
+            for (int d : {c.head_dim_k, c.head_dim_v}) engine::kv_cache_type(kv, d);
+    }
+}
+
 State Model::new_state(int n_ctx, engine::DType kv_dtype) const {
+    check_kv_cache(kv_dtype);
     State s;
     s.n_ctx = n_ctx;
     s.layers.resize(config_.n_layer);
@@ -91,6 +102,7 @@ bool KvPool::recurrent() const {
 KvPool Model::new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype, int n_checkpoints) const {
     if (n_blocks <= 0 || block_size <= 0 || n_seqs <= 0 || n_checkpoints < 0)
         throw std::invalid_argument("[model] new_kv_pool: n_blocks, block_size and n_seqs must be positive");
+    check_kv_cache(kv_dtype);
     KvPool p;
     p.n_blocks = n_blocks, p.block_size = block_size, p.n_seqs = n_seqs;
     const int64_t rows = int64_t(n_blocks) * block_size;

@@ -46,7 +46,11 @@ public:
     const ModelConfig& config() const { return config_; }
     const gguf::File& file() const { return *file_; }
 
-    // State for `n_ctx` positions; attention caches in `kv_dtype` (f16 or f32).
+    // Throws when this model's attention caches cannot be `kv_dtype` (f16, f32, or q8_0 / q4_0 blocks on a
+    // device that reads them, engine::kv_cache_type): head dims that are not whole blocks, MLA's latent
+    // cache (f16 or f32 only).
+    void check_kv_cache(engine::DType kv_dtype) const;
+    // State for `n_ctx` positions; attention caches in `kv_dtype` (check_kv_cache).
     State new_state(int n_ctx, engine::DType kv_dtype) const;
 
     // Logits for tokens (T) i32 at positions start_pos..start_pos+T-1: (1, V) for the last token, or
@@ -57,7 +61,7 @@ public:
     // and recurrent states into `pool`. Logits (R, V) of the tokens at rows logit_rows (R) i32.
     Tensor forward_batch(const Tensor& tokens, const PagedBatch& b, const Tensor& logit_rows, const KvPool& pool) const;
     // A pool for n_seqs block table rows (and n_checkpoints saved recurrent states, for a model with
-    // recurrent layers); attention layers' rows in `kv_dtype` (f16 or f32).
+    // recurrent layers); attention layers' rows in `kv_dtype` (check_kv_cache).
     KvPool new_kv_pool(int n_blocks, int block_size, int n_seqs, engine::DType kv_dtype, int n_checkpoints = 0) const;
     // The final hidden states (T, D) after output_norm, without the output matmul: what embeddings pool.
     Tensor hidden(const Tensor& tokens, const Dim& start_pos, State& state) const;

@@ -4,6 +4,7 @@
 // (Interface agreed between modules; llm owns it.)
 #pragma once
 
+#include "gguf/types.h"
 #include "tokenizer/tokenizer.h"
 
 #include <atomic>
@@ -150,7 +151,10 @@ struct SessionOptions {
     std::string model_path;     // GGUF file (first part of a split set)
     int n_ctx = 0;              // 0: the model's context length, capped at 4096
     std::string device = "CPU"; // "CPU", "AMD", ...
-    bool kv_f16 = true;         // KV cache in F16 (llama.cpp's default) or F32
+    // KV cache type (llama.cpp's -ctk/-ctv): F16 (its default), F32, or Q8_0 / Q4_0 blocks of 32 values
+    // along the head dimension, on a device that reads them (the CPU), for attention layers whose head
+    // dims are multiples of 32 (MLA's latent cache stays F16/F32). open_session refuses the rest.
+    gguf::Type kv_type = gguf::Type::F16;
     // Hybrid models (GatedDeltaNet, KDA): recurrent state cannot be rolled back to an earlier position,
     // so the session keeps this many snapshots of it at turn boundaries (end of a prompt, end of a
     // generation) to resume follow-ups and regenerations from. Each costs the recurrent state's size.

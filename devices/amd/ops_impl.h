@@ -20,6 +20,9 @@ public:
     bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const override;
     size_t packed_bytes(gguf::Type type, int64_t rows, int64_t cols) const override;
     void pack(gguf::Type type, const void* w, int64_t rows, int64_t cols, void* out) override;
+    // F16 (its kernels) and F32 (the host's, as with sinks); block caches would put every attention and
+    // store on the host, reading GPU memory through the CPU mapping: not offered.
+    std::vector<gguf::Type> kv_cache_types() const override { return {gguf::Type::F16, gguf::Type::F32}; }
 
     // GPU memory of at least `bytes` the ops keep their partial results in; the same memory on every
     // call (queued kernels run in order, so each launch may reuse it without waiting).

@@ -83,7 +83,8 @@ void paged_attention(Device& dev, const PagedAttention& a) {
     run_attention(dev, at);
 }
 
-// Items are tokens: row t of x into pool row slot[t] (f16 rounded to nearest even, as a cast).
+// Items are tokens: row t of x into pool row slot[t] (f16 rounded to nearest even, as a cast; q8_0 and
+// q4_0 as ggml's reference quantizers round).
 void kv_store_rows(const KvStore& a, int64_t b, int64_t e) {
     const size_t row_bytes = size_t(*gguf::row_bytes(a.kv_type, a.row));
     for (int64_t t = b; t < e; t++) {

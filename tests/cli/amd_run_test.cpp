@@ -121,3 +121,14 @@ TEST_CASE("run --device AMD on the fake GPU runs a Q8_0 model whose weights end 
     CHECK(ids(amd).size() == 8);
     CHECK(ids(amd) == ids(cpu));
 }
+
+// A block KV cache would run every attention and store on the host over the GPU's memory: refused when
+// the session opens, naming what the AMD device reads (the CPU takes the same model and flag).
+TEST_CASE("run --device AMD --kv q8_0 on the fake GPU refuses: its attention reads f16 and f32 caches") {
+    REQUIRE_SHARED_DATA();
+    const std::string args = "-m '" + test_data::shared("models/quant-q8_0.gguf") + "' --kv q8_0 --ids 1,2,3,4 -n 4 --temp 0";
+    Run amd = run_with_fake_kfd("1", "run --device AMD " + args, true);
+    CHECK(amd.status == 1);
+    CHECK(amd.out.find("error: [engine] kv_cache: AMD's attention reads f16, f32 KV caches, not q8_0") != std::string::npos);
+    CHECK(run_tinyllm("run " + args, false).status == 0);
+}

@@ -28,15 +28,15 @@ void check_paged(const Setup& s, uint64_t seed) {
     for (int32_t p = 23; p < 32; p++) seq.push_back(0), pos.push_back(p);
     seq.push_back(2), pos.push_back(5);
     const int64_t T = int64_t(seq.size()), S = 4, MB = (41 + s.block_size - 1) / s.block_size + 1;
-    const size_t elem = s.kv_type == Type::F32 ? 4 : 2;
     const int64_t k_row = s.n_head_kv * s.dim_k, v_row = s.n_head_kv * s.dim_v;
+    const size_t k_bytes = *gguf::row_bytes(s.kv_type, k_row), v_bytes = *gguf::row_bytes(s.kv_type, v_row);  // a row of each
 
     // each sequence's contiguous cache, and the pool holding the same rows in shuffled blocks
     std::vector<std::vector<uint8_t>> kc(3), vc(3);
     for (int i = 0; i < 3; i++) {
         for (auto [c, row] : {std::pair{&kc[i], k_row}, std::pair{&vc[i], v_row}}) {
             const std::vector<float> f = random_floats(rng, size_t(len[i] * row));
-            c->resize(f.size() * elem);
+            c->resize(*gguf::row_bytes(s.kv_type, int64_t(f.size())));
             gguf::type_traits(s.kv_type).quantize(f.data(), c->data(), int64_t(f.size()));
         }
     }
@@ -46,14 +46,14 @@ void check_paged(const Setup& s, uint64_t seed) {
     for (int64_t i = n_blocks - 1; i > 0; i--) std::swap(ids[size_t(i)], ids[rng.next() % uint64_t(i + 1)]);
     std::vector<int32_t> table(size_t(S * MB));
     for (size_t i = 0; i < table.size(); i++) table[i] = ids[i];
-    std::vector<uint8_t> k_pool(size_t(n_blocks * s.block_size * k_row) * elem), v_pool(size_t(n_blocks * s.block_size * v_row) * elem);
-    for (uint8_t& b : k_pool) b = uint8_t(rng.next() & 0x3b);  // garbage a wrong row would show
+    std::vector<uint8_t> k_pool(size_t(n_blocks * s.block_size) * k_bytes), v_pool(size_t(n_blocks * s.block_size) * v_bytes);
+    for (uint8_t& b : k_pool) b = uint8_t(rng.next() & 0x3b);  // garbage a wrong row would show (finite as f16 scales too)
     for (uint8_t& b : v_pool) b = uint8_t(rng.next() & 0x3b);
     for (int i = 0; i < 3; i++)
         for (int64_t p = 0; p < len[i]; p++) {
             const int64_t row = int64_t(table[size_t(i * MB + p / s.block_size)]) * s.block_size + p % s.block_size;
-            std::memcpy(&k_pool[size_t(row * k_row) * elem], &kc[i][size_t(p * k_row) * elem], size_t(k_row) * elem);
-            std::memcpy(&v_pool[size_t(row * v_row) * elem], &vc[i][size_t(p * v_row) * elem], size_t(v_row) * elem);
+            std::memcpy(&k_pool[size_t(row) * k_bytes], &kc[i][size_t(p) * k_bytes], k_bytes);
+            std::memcpy(&v_pool[size_t(row) * v_bytes], &vc[i][size_t(p) * v_bytes], v_bytes);
         }
 
     const std::vector<float> q = random_floats(rng, size_t(T * s.n_head * s.dim_k));
@@ -117,6 +117,13 @@ TEST_CASE("paged attention with a sliding window and sinks, F16, blocks of 16: w
 TEST_CASE("paged attention with blocks smaller than a vector and odd head dims: within 1e-5") {
     on_every_variant({6, 3, 24, 20, 4, 0, Type::F32, false, false}, 4);
     on_every_variant({4, 2, 64, 64, 5, 7, Type::F16, true, false}, 5);
+}
+
+TEST_CASE("paged attention equals the contiguous kernel bit for bit over Q8_0 and Q4_0 pools") {
+    on_every_variant({8, 2, 64, 64, 16, 0, Type::Q8_0}, 6);
+    on_every_variant({4, 4, 128, 128, 32, 0, Type::Q4_0}, 7);
+    on_every_variant({6, 2, 32, 32, 16, 20, Type::Q8_0, true, false}, 8);  // window and sinks: within 1e-5
+    on_every_variant({4, 2, 96, 64, 5, 0, Type::Q4_0, false, false}, 9);   // blocks of 5 rows, dims that differ
 }
 
 TEST_CASE("paged attention clamps a block id past the pool instead of reading past it") {

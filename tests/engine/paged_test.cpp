@@ -125,3 +125,97 @@ TEST_CASE("a Jit replays kv_store and paged_attention with new slots, positions 
     }
     CHECK(jit.n_captured() == 1);
 }
+
+// ---- quantized caches (q8_0, q4_0: llama.cpp's -ctk/-ctv) -------------------------------------------
+
+TEST_CASE("kv_store quantizes rows into a q8_0 or q4_0 pool as gguf's reference quantizers do") {
+    const int64_t rows = 6, Hkv = 2, D = 64, T = 3;
+    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_0}) {
+        INFO(gguf::type_name(type));
+        Tensor pool = Tensor::empty({rows, Hkv, D}, DType::from_gguf(type));
+        const std::vector<double> x = uniform(size_t(T * Hkv * D), 5);
+        const std::vector<int32_t> slots = {4, 0, 2};
+        kv_store(pool, tensor(x, {T, Hkv, D}, f32), i32_tensor(slots)).realize();
+        // each row quantized and dequantized by the type table; rows not written read 0 (zero blocks)
+        std::vector<double> want(size_t(rows * Hkv * D), 0.0);
+        const gguf::TypeTraits& traits = gguf::type_traits(type);
+        for (int64_t t = 0; t < T; t++) {
+            std::vector<float> row(x.begin() + t * Hkv * D, x.begin() + (t + 1) * Hkv * D), back(row.size());
+            std::vector<uint8_t> blocks(*gguf::row_bytes(type, Hkv * D));
+            traits.quantize(row.data(), blocks.data(), Hkv * D);
+            traits.dequantize(blocks.data(), back.data(), Hkv * D);
+            std::copy(back.begin(), back.end(), want.begin() + slots[size_t(t)] * Hkv * D);
+        }
+        CHECK(values(dequantize(pool.reshape({rows * Hkv, D}))) == want);
+    }
+}
+
+TEST_CASE("attention over a q8_0 or q4_0 cache written at start_pos equals attention over an f32 cache of its values") {
+    // a Jit as a session runs it: a prefill chunk of 5 tokens, then 3 decode steps; the reference is an
+    // f32 cache holding what the blocks hold (the same kernels then see the same numbers: bit for bit)
+    const int64_t H = 4, Hkv = 2, D = 32, C = 16;
+    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_0}) {
+        INFO(gguf::type_name(type));
+        const gguf::TypeTraits& traits = gguf::type_traits(type);
+        Tensor cache_k = Tensor::empty({C, Hkv, D}, DType::from_gguf(type)), cache_v = Tensor::empty({C, Hkv, D}, DType::from_gguf(type));
+        Var start("start_pos", 0, C - 8);
+        Jit jit([&](const std::vector<Tensor>& in) {  // q (T, H, D), k and v (T, Hkv, D)
+            Tensor k = kv_store(cache_k, in[1], start), v = kv_store(cache_v, in[2], start);
+            return std::vector<Tensor>{attention(in[0], k, v, start, 0.25)};
+        });
+        std::vector<double> kd(size_t(C * Hkv * D), 0.0), vd(kd.size(), 0.0);  // the blocks' values so far
+        int64_t pos = 0;
+        for (int64_t T : {5, 1, 1, 1}) {
+            const std::vector<double> q = uniform(size_t(T * H * D), uint32_t(40 + pos)), k = uniform(size_t(T * Hkv * D), uint32_t(60 + pos)),
+                                      v = uniform(size_t(T * Hkv * D), uint32_t(80 + pos));
+            for (auto [x, into] : {std::pair{&k, &kd}, std::pair{&v, &vd}})
+                for (int64_t t = 0; t < T; t++) {
+                    std::vector<float> row(x->begin() + t * Hkv * D, x->begin() + (t + 1) * Hkv * D), back(row.size());
+                    std::vector<uint8_t> blocks(*gguf::row_bytes(type, Hkv * D));
+                    traits.quantize(row.data(), blocks.data(), Hkv * D);
+                    traits.dequantize(blocks.data(), back.data(), Hkv * D);
+                    std::copy(back.begin(), back.end(), into->begin() + (pos + t) * Hkv * D);
+                }
+            start.bind(pos);
+            const std::vector<double> got = values(jit({tensor(q, {T, H, D}, f32), tensor(k, {T, Hkv, D}, f32), tensor(v, {T, Hkv, D}, f32)})[0]);
+            Tensor want = attention(tensor(q, {T, H, D}, f32), tensor(kd, {C, Hkv, D}, f32), tensor(vd, {C, Hkv, D}, f32), pos, 0.25);
+            INFO("tokens from " << pos);
+            CHECK(got == values(want));
+            pos += T;
+        }
+        CHECK(jit.n_captured() == 2);
+    }
+}
+
+TEST_CASE("a decode step over a quantized cache reads the blocks in place: the store and the attention, no f32 copy of the cache") {
+    const int64_t H = 4, Hkv = 2, D = 64, C = 4096;
+    const DType q8 = DType::from_gguf(gguf::Type::Q8_0);
+    Tensor cache_k = Tensor::empty({C, Hkv, D}, q8), cache_v = Tensor::empty({C, Hkv, D}, q8);
+    Tensor q = tensor(uniform(size_t(H * D), 1), {1, H, D}, f32), k = tensor(uniform(size_t(Hkv * D), 2), {1, Hkv, D}, f32);
+    Tensor out = attention(q, kv_store(cache_k, k, Dim(3000)), kv_store(cache_v, k, Dim(3000)), Dim(3000), 0.125);
+    out.realize();
+    int custom = 0;
+    for (const KernelInfo& kernel : last_schedule()) {
+        INFO(kernel.name << " " << shape_str(kernel.out_shape));
+        CHECK(numel(kernel.out_shape).max() < C);  // nothing the size of the cache is made
+        custom += kernel.custom;
+    }
+    CHECK(custom == 3);  // two stores and the attention
+}
+
+TEST_CASE("KV cache types: a type the device's attention reads, in whole blocks per head") {
+    const DType q8 = DType::from_gguf(gguf::Type::Q8_0);
+    CHECK(kv_cache_type(q8, 64) == gguf::Type::Q8_0);
+    CHECK(kv_cache_type(DType::from_gguf(gguf::Type::Q4_0), 32) == gguf::Type::Q4_0);
+    CHECK(kv_cache_type(f16, 48) == gguf::Type::F16);
+    CHECK_THROWS_WITH(kv_cache_type(q8, 48), Catch::Contains("q8_0 KV caches need head dims that are multiples of its 32-value blocks, got 48"));
+    CHECK_THROWS_WITH(kv_cache_type(DType::from_gguf(gguf::Type::Q4_K), 256),
+                      Catch::Contains("CPU's attention reads f16, f32, q8_0, q4_0 KV caches, not q4_K"));
+    CHECK_THROWS_WITH(kv_cache_type(bf16, 64), Catch::Contains("not bf16"));
+    // the builders check it too
+    Tensor cache = Tensor::empty({8, 2, 48}, q8);
+    Tensor q = tensor(uniform(size_t(4 * 48), 1), {1, 4, 48}, f32);
+    CHECK_THROWS_WITH(attention(q, cache, cache, 0, 1.0), Catch::StartsWith("[engine] attention: q8_0 KV caches need head dims"));
+    CHECK_THROWS_WITH(kv_store(cache, tensor(uniform(size_t(2 * 48), 2), {1, 2, 48}, f32), Dim(0)),
+                      Catch::StartsWith("[engine] kv_store: q8_0 KV caches need head dims"));
+}

@@ -29,12 +29,12 @@ struct Run {
     bool compiled_after_first = false;  // any step after the first one
 };
 
-Run run(const std::string& path, bool kv_f16) {
+Run run(const std::string& path, gguf::Type kv) {
     Run r;
     llm::SessionOptions so;
     so.model_path = path;
     so.n_ctx = 256;
-    so.kv_f16 = kv_f16;
+    so.kv_type = kv;
     auto session = llm::open_session(so);
     for (const char* p : PROMPTS) {
         r.prompts.push_back(session->tokenizer().encode(p, true, true));
@@ -61,7 +61,7 @@ Run run(const std::string& path, bool kv_f16) {
 
     auto model = llm::Model::load(path);
     llm::BatchOptions bo;
-    bo.n_ctx = 128, bo.max_seqs = 4, bo.token_budget = 8, bo.kv_f16 = kv_f16;  // budget 8: long prompts go in chunks
+    bo.n_ctx = 128, bo.max_seqs = 4, bo.token_budget = 8, bo.kv_type = kv;  // budget 8: long prompts go in chunks
     llm::BatchRunner runner(*model, bo);
     std::map<int, std::vector<int32_t>> out;  // greedy ids per sequence
     std::map<int, std::vector<std::vector<float>>> out_logits;
@@ -104,9 +104,9 @@ Run run(const std::string& path, bool kv_f16) {
     return r;
 }
 
-void check(const std::string& path, bool kv_f16) {
-    INFO(path << (kv_f16 ? " (f16 KV)" : " (f32 KV)"));
-    Run r = run(path, kv_f16);
+void check(const std::string& path, gguf::Type kv = gguf::Type::F16) {
+    INFO(path << " (" << gguf::type_name(kv) << " KV)");
+    Run r = run(path, kv);
     for (size_t i = 0; i < r.prompts.size(); i++) {
         INFO("prompt " << i << ": " << r.prompts[i].size() << " tokens");
         REQUIRE(r.alone[i].size() == size_t(N_GEN));
@@ -118,7 +118,7 @@ void check(const std::string& path, bool kv_f16) {
         size_t first = 0;
         while (first < size_t(N_GEN) && r.alone[i][first] == r.together[i][first]) first++;
         INFO("first difference at step " << first << " of " << N_GEN << "; lone top logit " << (first < size_t(N_GEN) ? r.tops[i][first] : 0.0f));
-        const float tol = test_data::batch_logit_tolerance(path);
+        const float tol = test_data::batch_logit_tolerance(path, kv);
         float dev = 0;  // the largest logit difference while both runs had the same tokens, relative to the top logit
         for (size_t st = 0; st <= std::min(first, size_t(N_GEN) - 1); st++)
             for (size_t v = 0; v < r.lone_logits[i][st].size(); v++)
@@ -134,34 +134,40 @@ void check(const std::string& path, bool kv_f16) {
 }  // namespace
 
 TEST_CASE("batch: stories260K decodes four prompts together exactly as alone, and no step after the first compiles") {
-    check(test_data::builtin_model(), true);
-    check(test_data::builtin_model(), false);
+    check(test_data::builtin_model(), gguf::Type::F16);
+    check(test_data::builtin_model(), gguf::Type::F32);
 }
 
 TEST_CASE("batch: random llama, qwen2 and qwen3 decode four prompts together as alone (up to near ties)") {
     REQUIRE_SHARED_DATA();
-    for (const char* m : {"random-llama-q8_0", "random-qwen2-f16", "random-qwen3-f16"}) check(test_data::shared(std::string("models/") + m + ".gguf"), true);
+    for (const char* m : {"random-llama-q8_0", "random-qwen2-f16", "random-qwen3-f16"}) check(test_data::shared(std::string("models/") + m + ".gguf"));
 }
 
 TEST_CASE("batch: random qwen3moe and olmoe (mixtures of experts) decode four prompts together as alone (up to near ties)") {
     REQUIRE_SHARED_DATA();
-    for (const char* m : {"random-qwen3moe-q8_0", "random-olmoe-f32"}) check(test_data::shared(std::string("models/") + m + ".gguf"), true);
+    for (const char* m : {"random-qwen3moe-q8_0", "random-olmoe-f32"}) check(test_data::shared(std::string("models/") + m + ".gguf"));
 }
 
 TEST_CASE("batch: random gpt-oss (sinks, sliding windows, MXFP4 experts) decodes four prompts together as alone (up to near ties)") {
     REQUIRE_SHARED_DATA();
-    for (const char* m : {"random-gpt-oss-f32", "random-gpt-oss-mxfp4"}) check(test_data::shared(std::string("models/") + m + ".gguf"), true);
+    for (const char* m : {"random-gpt-oss-f32", "random-gpt-oss-mxfp4"}) check(test_data::shared(std::string("models/") + m + ".gguf"));
 }
 
 TEST_CASE("batch: random deepseek2 and glm4moe (MLA through a paged latent pool) decode four prompts together as alone (up to near ties)") {
     REQUIRE_SHARED_DATA();
-    for (const char* m : {"random-deepseek2-f32", "random-deepseek2-q8_0", "random-glm4moe-f32"}) check(test_data::shared(std::string("models/") + m + ".gguf"), true);
+    for (const char* m : {"random-deepseek2-f32", "random-deepseek2-q8_0", "random-glm4moe-f32"}) check(test_data::shared(std::string("models/") + m + ".gguf"));
 }
 
 TEST_CASE("batch: random qwen3next, qwen35, qwen35moe and kimi-linear (recurrent states per sequence) decode four prompts together as alone") {
     REQUIRE_SHARED_DATA();
     for (const char* m : {"random-qwen3next-f32", "random-qwen3next-q8_0", "random-qwen35-f16", "random-qwen35moe-q8_0", "random-kimi-linear-f32"})
-        check(test_data::shared(std::string("models/") + m + ".gguf"), true);
+        check(test_data::shared(std::string("models/") + m + ".gguf"));
+}
+
+TEST_CASE("batch: with q8_0 and q4_0 KV caches, random qwen2, glm4moe and qwen3next decode four prompts together as alone") {
+    REQUIRE_SHARED_DATA();
+    for (gguf::Type kv : {gguf::Type::Q8_0, gguf::Type::Q4_0})
+        for (const char* m : {"random-qwen2-f32", "random-glm4moe-f16", "random-qwen3next-f32"}) check(test_data::shared(std::string("models/") + m + ".gguf"), kv);
 }
 
 namespace {

@@ -96,7 +96,7 @@ std::vector<CaseReport> run_file(const std::string& model_path, const nlohmann::
     llm::SessionOptions so;
     so.model_path = model_path;
     so.n_ctx = 512;
-    so.kv_f16 = kv_f16;
+    so.kv_type = kv_f16 ? gguf::Type::F16 : gguf::Type::F32;
     auto session = llm::open_session(so);
     const tok::Tokenizer& tk = session->tokenizer();
     std::vector<CaseReport> reports;

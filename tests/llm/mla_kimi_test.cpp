@@ -37,7 +37,7 @@ double order_effect(const std::string& model) {
     llm::SessionOptions so;
     so.model_path = mla_models::path(model);
     so.n_ctx = 64;
-    so.kv_f16 = false;
+    so.kv_type = gguf::Type::F32;
     auto s = llm::open_session(so);
     return relative_difference(last_logits(*s, {39, 68, 454, 120, 450}), last_logits(*s, {454, 120, 39, 68, 450}));
 }

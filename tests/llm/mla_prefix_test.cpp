@@ -46,7 +46,7 @@ void check_prefix_reuse(const std::string& model_path) {
     llm::SessionOptions so;
     so.model_path = model_path;
     so.n_ctx = 256;
-    so.kv_f16 = false;
+    so.kv_type = gguf::Type::F32;
     auto session = llm::open_session(so);
     const tok::Tokenizer& tk = session->tokenizer();
 

@@ -56,7 +56,7 @@ struct Fixture {
         llm::SessionOptions so;
         so.model_path = test_data::shared("models/" + model);
         so.n_ctx = 256;
-        so.kv_f16 = false;
+        so.kv_type = gguf::Type::F32;
         so.n_checkpoints = n_checkpoints;
         live = llm::open_session(so);
         fresh = llm::open_session(so);

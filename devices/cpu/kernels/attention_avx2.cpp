@@ -1,6 +1,7 @@
 // AVX2 attention over a KV cache with an online softmax, 8 keys at a time: the same algorithm as
 // attention_avx512.cpp (all heads of a token per block of keys, in memory order; each KV head's rows
-// converted once for the query heads that share it) with 8-float vectors.
+// converted once for the query heads that share it, Q8_0 / Q4_0 a block of 32 at a time) with 8-float
+// vectors.
 #include "devices/cpu/kernels/avx2_impl.h"
 
 #include <cmath>
@@ -56,24 +57,65 @@ template <int N, class F>
     [&]<int... I>(std::integer_sequence<int, I...>) { (f(I), ...); }(std::make_integer_sequence<int, N>{});
 }
 
-// Rows j0 .. j0+n-1 of one KV head as f32 rows `stride` floats apart, zero-padded to a multiple of 8:
-// the cache itself for F32 with dims a multiple of 8, else converted / copied into buf.
-const float* cache_rows(const Attention& a, const void* base, int64_t pos_stride, int64_t off, int64_t j0, int n,
-                        int64_t dim, int64_t chunks, float* buf, int64_t& stride) {
+// One block of 32 cached values as four vectors of f32, as ggml dequantizes them: d·q (Q8_0); d·(u − 8)
+// with value i in the low nibble of byte i and value i + 16 in its high nibble (Q4_0).
+[[gnu::always_inline]] inline void decode_block(const gguf::block_q8_0& b, __m256 out[4]) {
+    const __m256 d = _mm256_set1_ps(half_to_float(b.d));
+    for (int i = 0; i < 4; i++) {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * i));
+        out[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    }
+}
+[[gnu::always_inline]] inline void decode_block(const gguf::block_q4_0& b, __m256 out[4]) {
+    const __m256 d = _mm256_set1_ps(half_to_float(b.d));
+    const __m256i eight = _mm256_set1_epi32(8), low = _mm256_set1_epi32(15);
+    for (int i = 0; i < 2; i++) {
+        const __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * i)));
+        out[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(u, low), eight)), d);
+        out[i + 2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(u, 4), eight)), d);
+    }
+}
+
+// n rows of Q8_0 / Q4_0 blocks (dim values each) into buf, rows `stride` floats apart.
+template <class Block>
+void decode_rows(const KvView& kv, int64_t hk, int64_t row0, int n, int64_t dim, float* buf, int64_t stride) {
+    for (int j = 0; j < n; j++) {
+        const Block* b = reinterpret_cast<const Block*>(kv.at(row0 + j, hk));
+        for (int64_t i = 0; i < dim / 32; i++) {
+            __m256 v[4];
+            decode_block(b[i], v);
+            for (int c = 0; c < 4; c++) _mm256_store_ps(buf + j * stride + 32 * i + 8 * c, v[c]);
+        }
+    }
+}
+
+// Rows row0 .. row0+n-1 of KV head hk as f32 rows `stride` floats apart, zero-padded to a multiple of 8:
+// the cache itself for F32 with dims a multiple of 8, else converted / copied into buf (Q8_0 / Q4_0 a
+// block of 32 at a time).
+const float* cache_rows(const Attention& a, const KvView& kv, int64_t hk, int64_t row0, int n, int64_t dim, int64_t chunks,
+                        float* buf, int64_t& stride) {
     if (a.kv_type == Type::F32 && dim % 8 == 0) {
-        stride = pos_stride;
-        return static_cast<const float*>(base) + j0 * pos_stride + off;
+        stride = kv.pos_bytes / 4;
+        return reinterpret_cast<const float*>(kv.at(row0, hk));
     }
     stride = 8 * chunks;
+    if (a.kv_type == Type::Q8_0) {
+        decode_rows<gguf::block_q8_0>(kv, hk, row0, n, dim, buf, stride);
+        return buf;
+    }
+    if (a.kv_type == Type::Q4_0) {
+        decode_rows<gguf::block_q4_0>(kv, hk, row0, n, dim, buf, stride);
+        return buf;
+    }
     for (int j = 0; j < n; j++) {
         float* row = buf + j * stride;
-        const int64_t src = (j0 + j) * pos_stride + off;
+        const uint8_t* src = kv.at(row0 + j, hk);
         int64_t c = 0;
         if (a.kv_type == Type::F16)
             for (; c + 8 <= dim; c += 8)
-                _mm256_store_ps(row + c, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(static_cast<const uint16_t*>(base) + src + c))));
+                _mm256_store_ps(row + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * c))));
         for (; c < dim; c++)
-            row[c] = a.kv_type == Type::F32 ? static_cast<const float*>(base)[src + c] : half_to_float(static_cast<const uint16_t*>(base)[src + c]);
+            row[c] = a.kv_type == Type::F32 ? reinterpret_cast<const float*>(src)[c] : half_to_float(load_u16(src + 2 * c));
         for (; c < 8 * chunks; c++) row[c] = 0.0f;
     }
     return buf;
@@ -139,7 +181,7 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
     const int64_t pos = query_pos(a, t);
     const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
     const int64_t hk_begin = h_begin / group, hk_end = (h_end - 1) / group + 1;
-    const size_t elem = a.kv_type == Type::F32 ? 4 : 2;
+    const KvView K = key_view(a), V = value_view(a);
     // blocks of ≤ 8 keys that never cross a paged KV block, so their rows are contiguous
     for (int64_t j0 = first, nb; j0 <= pos; j0 += nb) {
         nb = pos + 1 - j0 < 8 ? pos + 1 - j0 : 8;
@@ -148,15 +190,15 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
         for (int64_t hk = hk_begin; hk < hk_end; hk++) {
             for (int64_t j = j0 + nb; j < j0 + nb + 8 && j <= pos; j++) {  // the next block's rows (strided: no hardware prefetch)
                 const int64_t row = key_row(a, t, j);
-                const char* kr = static_cast<const char*>(a.k) + (row * a.k_pos_stride + hk * a.k_head_stride) * elem;
-                const char* vr = static_cast<const char*>(a.v) + (row * a.v_pos_stride + hk * a.v_head_stride) * elem;
-                for (int64_t b = 0; b < Dk * static_cast<int64_t>(elem); b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
-                for (int64_t b = 0; b < Dv * static_cast<int64_t>(elem); b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
+                const char* kr = reinterpret_cast<const char*>(K.at(row, hk));
+                const char* vr = reinterpret_cast<const char*>(V.at(row, hk));
+                for (int64_t b = 0; b < K.row_bytes; b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
+                for (int64_t b = 0; b < V.row_bytes; b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
             }
             int64_t k_stride, v_stride;
             const int n = static_cast<int>(nb);
-            const float* k = cache_rows(a, a.k, a.k_pos_stride, hk * a.k_head_stride, row0, n, Dk, kc, kbuf, k_stride);
-            const float* v = cache_rows(a, a.v, a.v_pos_stride, hk * a.v_head_stride, row0, n, Dv, vc, vbuf, v_stride);
+            const float* k = cache_rows(a, K, hk, row0, n, Dk, kc, kbuf, k_stride);
+            const float* v = cache_rows(a, V, hk, row0, n, Dv, vc, vbuf, v_stride);
             const int64_t h0 = hk * group > h_begin ? hk * group : h_begin, h1 = (hk + 1) * group < h_end ? (hk + 1) * group : h_end;
             for (int64_t h = h0; h < h1; h++)
                 attend_block<kKC, kVC>(a, qbuf + (h - h_begin) * 8 * kc, k, k_stride, v, v_stride, n, kc, vc, heads[h - h_begin]);

@@ -1,6 +1,7 @@
 // AVX-512 attention over a KV cache with an online softmax, 16 keys at a time: the query heads that
 // share a KV head (grouped-query) are processed together so each key and value row is read from
-// memory once; dot products run along the head dimension and 16 of them are reduced at once.
+// memory once (F16, Q8_0 and Q4_0 rows converted to f32 once per block of keys, into a small tile);
+// dot products run along the head dimension and 16 of them are reduced at once.
 #include "devices/cpu/kernels/avx512_impl.h"
 
 #include <cmath>
@@ -55,19 +56,54 @@ constexpr int kQueryTile = 8;           // prefill: query tokens sharing each co
 float max_f(float a, float b) { return a > b ? a : b; }  // inputs are never NaN; no libm call
 float exp_f(float x) { return _mm512_cvtss_f32(exp_ps(_mm512_set1_ps(x))); }
 
-// Rows j0 .. j0+n-1 of one KV head as f32 rows `stride` floats apart: the cache itself for F32, else
-// converted into buf (16·chunks floats per row, zero-padded).
-const float* cache_rows(const Attention& a, const void* base, int64_t pos_stride, int64_t off, int64_t j0, int n,
-                        int64_t dim, int64_t chunks, float* buf, int64_t& stride) {
+// One block of 32 cached values as two vectors of f32, as ggml dequantizes them: d·q (Q8_0); d·(u − 8)
+// with value i in the low nibble of byte i and value i + 16 in its high nibble (Q4_0).
+[[gnu::always_inline]] inline void decode_block(const gguf::block_q8_0& b, __m512& lo, __m512& hi) {
+    const __m512 d = _mm512_set1_ps(half_to_float(b.d));
+    lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)))), d);
+    hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)))), d);
+}
+[[gnu::always_inline]] inline void decode_block(const gguf::block_q4_0& b, __m512& lo, __m512& hi) {
+    const __m512 d = _mm512_set1_ps(half_to_float(b.d));
+    const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs))), eight = _mm512_set1_epi32(8);
+    lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(u, _mm512_set1_epi32(15)), eight)), d);
+    hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(u, 4), eight)), d);
+}
+
+// n rows of Q8_0 / Q4_0 blocks (dim values each) into buf, rows `stride` floats apart.
+template <class Block>
+void decode_rows(const KvView& kv, int64_t hk, int64_t row0, int n, int64_t dim, float* buf, int64_t stride) {
+    for (int j = 0; j < n; j++) {
+        const Block* b = reinterpret_cast<const Block*>(kv.at(row0 + j, hk));
+        float* out = buf + j * stride;
+        for (int64_t i = 0; i < dim / 32; i++) {
+            __m512 lo, hi;
+            decode_block(b[i], lo, hi);
+            _mm512_store_ps(out + 32 * i, lo);
+            _mm512_store_ps(out + 32 * i + 16, hi);
+        }
+    }
+}
+
+// Rows row0 .. row0+n-1 of KV head hk as f32 rows `stride` floats apart: the cache itself for F32, else
+// converted into buf (16·chunks floats per row, zero-padded; Q8_0 / Q4_0 a block of 32 at a time).
+const float* cache_rows(const Attention& a, const KvView& kv, int64_t hk, int64_t row0, int n, int64_t dim, int64_t chunks,
+                        float* buf, int64_t& stride) {
     if (a.kv_type == Type::F32) {
-        stride = pos_stride;
-        return static_cast<const float*>(base) + j0 * pos_stride + off;
+        stride = kv.pos_bytes / 4;
+        return reinterpret_cast<const float*>(kv.at(row0, hk));
     }
     stride = 16 * chunks;
-    for (int j = 0; j < n; j++) {
-        const uint16_t* h = static_cast<const uint16_t*>(base) + (j0 + j) * pos_stride + off;
-        for (int64_t c = 0; c < chunks; c++)
-            _mm512_store_ps(buf + j * stride + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(dim - 16 * c), h + 16 * c)));
+    if (a.kv_type == Type::Q8_0) {
+        decode_rows<gguf::block_q8_0>(kv, hk, row0, n, dim, buf, stride);
+    } else if (a.kv_type == Type::Q4_0) {
+        decode_rows<gguf::block_q4_0>(kv, hk, row0, n, dim, buf, stride);
+    } else {
+        for (int j = 0; j < n; j++) {
+            const uint16_t* h = reinterpret_cast<const uint16_t*>(kv.at(row0 + j, hk));
+            for (int64_t c = 0; c < chunks; c++)
+                _mm512_store_ps(buf + j * stride + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(dim - 16 * c), h + 16 * c)));
+        }
     }
     return buf;
 }
@@ -182,7 +218,7 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
     const int64_t pos = query_pos(a, t);
     const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
     const int64_t hk_begin = h_begin / group, hk_end = (h_end - 1) / group + 1;
-    const size_t elem = a.kv_type == Type::F32 ? 4 : 2;
+    const KvView K = key_view(a), V = value_view(a);
     const float* q = a.q + t * a.q_token_stride;
     // blocks of ≤ 16 keys that never cross a paged KV block, so their rows are contiguous
     for (int64_t j0 = first, nb; j0 <= pos; j0 += nb) {
@@ -194,15 +230,15 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
             // strided rows)
             for (int64_t j = j0 + nb; j < j0 + nb + 16 && j <= pos; j++) {
                 const int64_t row = key_row(a, t, j);
-                const char* kr = static_cast<const char*>(a.k) + (row * a.k_pos_stride + hk * a.k_head_stride) * elem;
-                const char* vr = static_cast<const char*>(a.v) + (row * a.v_pos_stride + hk * a.v_head_stride) * elem;
-                for (int64_t b = 0; b < Dk * static_cast<int64_t>(elem); b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
-                for (int64_t b = 0; b < Dv * static_cast<int64_t>(elem); b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
+                const char* kr = reinterpret_cast<const char*>(K.at(row, hk));
+                const char* vr = reinterpret_cast<const char*>(V.at(row, hk));
+                for (int64_t b = 0; b < K.row_bytes; b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
+                for (int64_t b = 0; b < V.row_bytes; b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
             }
             int64_t k_stride, v_stride;
             const int n = static_cast<int>(nb);
-            const float* k = cache_rows(a, a.k, a.k_pos_stride, hk * a.k_head_stride, row0, n, Dk, kc, kbuf, k_stride);
-            const float* v = cache_rows(a, a.v, a.v_pos_stride, hk * a.v_head_stride, row0, n, Dv, vc, vbuf, v_stride);
+            const float* k = cache_rows(a, K, hk, row0, n, Dk, kc, kbuf, k_stride);
+            const float* v = cache_rows(a, V, hk, row0, n, Dv, vc, vbuf, v_stride);
             const int64_t h0 = hk * group > h_begin ? hk * group : h_begin, h1 = (hk + 1) * group < h_end ? (hk + 1) * group : h_end;
             for (int64_t h = h0; h < h1; h++)
                 attend_block<kKC, kVC>(a, q + h * a.q_head_stride, k, k_stride, v, v_stride, n, kc, vc, heads[h - h_begin]);
@@ -212,17 +248,18 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
 }
 
 // Query tokens t0 .. t0+nt-1 with all their heads, for causal prefill. Per KV head and block of 16 keys,
-// the keys are transposed once (kt[d][j]) and the values converted once for the tile's nt × group query
-// rows; each row's 16 logits then come from one broadcast-FMA per head dimension, with no horizontal
-// sums. Rows run in order of token, so a block past a token's position is skipped.
+// the keys are converted and transposed once (kt[d][j]) and the values converted once for the tile's
+// nt × group query rows; each row's 16 logits then come from one broadcast-FMA per head dimension, with
+// no horizontal sums. Rows run in order of token, so a block past a token's position is skipped.
 template <int kKC, int kVC>
 void attend_tile(const Attention& a, int64_t t0, int nt, float* mem) {
     const int64_t group = a.n_head / a.n_head_kv;
     float* kt = mem;
-    float* vbuf = kt + 16 * 16 * kKC + kScratchSkew;
+    float* kbuf = kt + 16 * 16 * kKC + kScratchSkew;
+    float* vbuf = kbuf + 16 * 16 * kKC + kScratchSkew;
     float* accs = vbuf + 16 * 16 * kVC + kScratchSkew;
     auto rows = reinterpret_cast<HeadState*>(accs + kQueryTile * group * 16 * kVC);
-    const bool f32 = a.kv_type == Type::F32;
+    const KvView K = key_view(a), V = value_view(a);
     const int64_t last = a.start_pos + t0 + nt - 1;
     const int64_t first0 = a.window > 0 ? (a.start_pos + t0 - a.window + 1 > 0 ? a.start_pos + t0 - a.window + 1 : 0) : 0;
     for (int64_t hk = 0; hk < a.n_head_kv; hk++) {
@@ -232,19 +269,15 @@ void attend_tile(const Attention& a, int64_t t0, int nt, float* mem) {
         }
         for (int64_t j0 = first0; j0 <= last; j0 += 16) {
             const int nb = static_cast<int>(last + 1 - j0 < 16 ? last + 1 - j0 : 16);
+            int64_t k_stride, v_stride;
+            const float* krows = cache_rows(a, K, hk, j0, nb, a.head_dim_k, kKC, kbuf, k_stride);
             for (int c = 0; c < kKC; c++) {
                 __m512 k[16];
-                for (int j = 0; j < 16; j++) {
-                    const int64_t at = (j0 + j) * a.k_pos_stride + hk * a.k_head_stride + 16 * c;
-                    k[j] = j >= nb ? _mm512_setzero_ps()
-                           : f32   ? _mm512_loadu_ps(static_cast<const float*>(a.k) + at)
-                                   : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(a.k) + at)));
-                }
+                for (int j = 0; j < 16; j++) k[j] = j >= nb ? _mm512_setzero_ps() : _mm512_loadu_ps(krows + j * k_stride + 16 * c);
                 transpose16(k);
                 for (int d = 0; d < 16; d++) _mm512_store_ps(kt + (16 * c + d) * 16, k[d]);
             }
-            int64_t v_stride;
-            const float* v = cache_rows(a, a.v, a.v_pos_stride, hk * a.v_head_stride, j0, nb, a.head_dim_v, kVC, vbuf, v_stride);
+            const float* v = cache_rows(a, V, hk, j0, nb, a.head_dim_v, kVC, vbuf, v_stride);
             for (int i = 0; i < nt; i++) {
                 const int64_t pos = a.start_pos + t0 + i;
                 const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
@@ -272,7 +305,7 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const int64_t kc = (a.head_dim_k + 15) / 16, vc = (a.head_dim_v + 15) / 16;
     const int64_t group = a.n_head / a.n_head_kv;
     const size_t per_token = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + a.n_head * 16 * vc + 2 * kScratchSkew) + sizeof(HeadState) * a.n_head;
-    const size_t per_tile = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + kQueryTile * group * 16 * vc + 2 * kScratchSkew) +
+    const size_t per_tile = sizeof(float) * (2 * 16 * 16 * kc + 16 * 16 * vc + kQueryTile * group * 16 * vc + 3 * kScratchSkew) +
                             sizeof(HeadState) * kQueryTile * group;
     auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, per_token > per_tile ? per_token : per_tile));
     // whole tokens (all heads) of a contiguous-cache prefill with square 32/64/128 heads go by tiles of query tokens

@@ -1,5 +1,5 @@
-// Scalar attention over a KV cache: causal, grouped-query, optional sliding window and per-head
-// sinks, with an online (streaming) softmax so one pass over the keys suffices.
+// Scalar attention over a KV cache (F32, F16, Q8_0, Q4_0): causal, grouped-query, optional sliding
+// window and per-head sinks, with an online (streaming) softmax so one pass over the keys suffices.
 #include "devices/cpu/kernels/scalar_impl.h"
 
 #include <algorithm>
@@ -12,14 +12,29 @@ using gguf::Type;
 
 namespace {
 
-float load(Type t, const void* base, int64_t i) {
-    return t == Type::F32 ? static_cast<const float*>(base)[i] : fp16_to_f32(static_cast<const uint16_t*>(base)[i]);
+// Value i of a cache row as ggml dequantizes it (Q8_0: d·q; Q4_0: d·(u − 8), value i of a block in the
+// low nibble of byte i, value i + 16 in the high nibble of byte i).
+float load(Type t, const uint8_t* row, int64_t i) {
+    switch (t) {
+        case Type::F32: return reinterpret_cast<const float*>(row)[i];
+        case Type::F16: return fp16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+        case Type::Q8_0: {
+            const auto& b = reinterpret_cast<const gguf::block_q8_0*>(row)[i / 32];
+            return float(b.qs[i % 32]) * fp16_to_f32(b.d);
+        }
+        default: {
+            const auto& b = reinterpret_cast<const gguf::block_q4_0*>(row)[i / 32];
+            const int u = i % 32 < 16 ? b.qs[i % 32] & 15 : b.qs[i % 32 - 16] >> 4;
+            return float(u - 8) * fp16_to_f32(b.d);
+        }
+    }
 }
 
 }  // namespace
 
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const int64_t group = a.n_head / a.n_head_kv;
+    const KvView K = key_view(a), V = value_view(a);
     auto acc = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * a.head_dim_v));
     for (int64_t pair = pair_begin; pair < pair_end; pair++) {
         const int64_t t = pair / a.n_head, h = pair % a.n_head, hk = h / group;
@@ -31,9 +46,9 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
         std::fill(acc, acc + a.head_dim_v, 0.0f);
         for (int64_t j = first; j <= pos; j++) {
             const int64_t row = key_row(a, t, j);
-            const int64_t k_off = row * a.k_pos_stride + hk * a.k_head_stride;
+            const uint8_t* k = K.at(row, hk);
             float logit = 0.0f;
-            for (int64_t c = 0; c < a.head_dim_k; c++) logit += q[c] * load(a.kv_type, a.k, k_off + c);
+            for (int64_t c = 0; c < a.head_dim_k; c++) logit += q[c] * load(a.kv_type, k, c);
             logit *= a.scale;
             if (logit > max) {  // rescale what was accumulated against the old maximum
                 const float correction = std::exp(max - logit);
@@ -43,8 +58,8 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
             }
             const float p = std::exp(logit - max);
             sum += p;
-            const int64_t v_off = row * a.v_pos_stride + hk * a.v_head_stride;
-            for (int64_t c = 0; c < a.head_dim_v; c++) acc[c] += p * load(a.kv_type, a.v, v_off + c);
+            const uint8_t* v = V.at(row, hk);
+            for (int64_t c = 0; c < a.head_dim_v; c++) acc[c] += p * load(a.kv_type, v, c);
         }
         if (a.sinks) {  // the sink joins the softmax denominator but carries no value
             const float sink = a.sinks[h], new_max = std::max(max, sink);

@@ -175,15 +175,16 @@ void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, v
                    int64_t row_end) {
     auto error = [&](const std::string& detail) { fail("quantize_rows", type_label(act) + ": " + detail); };
     if (act != Type::F32 && act != Type::F16 && act != Type::BF16 && act != Type::Q8_0 && act != Type::Q8_1 &&
-        act != Type::Q8_K)
-        error("not an activation format (expected f32, f16, bf16, q8_0, q8_1 or q8_K)");
+        act != Type::Q8_K && act != Type::Q4_0)
+        error("not an activation or KV cache format (expected f32, f16, bf16, q8_0, q8_1, q8_K or q4_0)");
     if (n_cols <= 0 || !gguf::row_bytes(act, n_cols))
         error("n_cols " + std::to_string(n_cols) + " is not a positive multiple of the block size");
     if (row_begin < 0 || row_end < row_begin) error("bad row range");
     if (row_end == row_begin) return;
     if (!x || !out) error("null pointer");
     if (x_stride < n_cols) error("x_stride smaller than n_cols");
-    active_kernels().quantize_rows(act, x, x_stride, n_cols, out, row_begin, row_end);
+    const Kernels& k = act == Type::Q4_0 ? scalar::kernels : active_kernels();  // Q4_0: KV rows, a few per token
+    k.quantize_rows(act, x, x_stride, n_cols, out, row_begin, row_end);
 }
 
 // ---- matrix products -------------------------------------------------------------------------------
@@ -236,7 +237,14 @@ void matmul(const Matmul& m, int64_t row_begin, int64_t row_end) {
 
 void validate(const Attention& a) {
     auto error = [](const std::string& detail) { fail("attention", detail); };
-    if (a.kv_type != Type::F32 && a.kv_type != Type::F16) error("KV cache type " + type_label(a.kv_type) + ": expected f32 or f16");
+    const bool blocks = a.kv_type == Type::Q8_0 || a.kv_type == Type::Q4_0;
+    if (a.kv_type != Type::F32 && a.kv_type != Type::F16 && !blocks)
+        error("KV cache type " + type_label(a.kv_type) + ": expected f32, f16, q8_0 or q4_0");
+    const int64_t block = blocks ? gguf::type_traits(a.kv_type).block_size : 1;
+    for (int64_t n : {a.head_dim_k, a.head_dim_v, a.k_pos_stride, a.k_head_stride, a.v_pos_stride, a.v_head_stride})
+        if (n % block != 0)  // every row a kernel reads starts at a block and is whole blocks
+            error("KV cache type " + type_label(a.kv_type) + ": head dims and strides must be multiples of its " + std::to_string(block) +
+                  "-value blocks, got " + std::to_string(n));
     if (a.n_tokens < 0 || a.start_pos < 0) error("negative n_tokens or start_pos");
     if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0)
         error("n_head " + std::to_string(a.n_head) + " is not a positive multiple of n_head_kv " + std::to_string(a.n_head_kv));
@@ -257,6 +265,16 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
 }
 
 size_t bytes_per_row(Type t, int64_t n) { return static_cast<size_t>(*gguf::row_bytes(t, n)); }
+
+KvView key_view(const Attention& a) {  // whole blocks of the cache type: validate()
+    return {static_cast<const uint8_t*>(a.k), int64_t(bytes_per_row(a.kv_type, a.k_pos_stride)),
+            int64_t(bytes_per_row(a.kv_type, a.k_head_stride)), int64_t(bytes_per_row(a.kv_type, a.head_dim_k))};
+}
+
+KvView value_view(const Attention& a) {
+    return {static_cast<const uint8_t*>(a.v), int64_t(bytes_per_row(a.kv_type, a.v_pos_stride)),
+            int64_t(bytes_per_row(a.kv_type, a.v_head_stride)), int64_t(bytes_per_row(a.kv_type, a.head_dim_v))};
+}
 
 // ---- per-thread scratch ----------------------------------------------------------------------------
 

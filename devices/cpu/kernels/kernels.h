@@ -51,7 +51,8 @@ bool has_hand_kernel(gguf::Type weight_type);  // false: the generic path (needs
 int64_t activation_row_bytes(gguf::Type weight_type, int64_t n_cols);
 
 // Rows [row_begin, row_end) of x (n_rows, n_cols) f32, row stride x_stride floats, into `out` (rows of
-// activation_row_bytes each) in format `act`: Q8_0, Q8_1, Q8_K, F16, BF16 or F32. Bit-exact with ggml's
+// activation_row_bytes each) in format `act`: Q8_0, Q8_1, Q8_K, F16, BF16 or F32, or Q4_0 (a KV cache
+// format, not an activation one: the reference quantizer on every variant). Bit-exact with ggml's
 // reference quantizers (Q8_0/Q8_1 round half away from zero, Q8_K and F16/BF16 to nearest even) on
 // every variant, ties included (only the payload bits of a NaN converted to F16 may differ).
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,
@@ -130,10 +131,12 @@ int64_t panel_code_bytes(gguf::Type weight_type, int64_t n_cols);
 // Causal attention of n_tokens query tokens at positions start_pos .. start_pos+n_tokens-1 over a KV
 // cache holding positions 0 .. start_pos+n_tokens-1 (the new keys/values already stored).
 // Grouped-query: query head h reads KV head h / (n_head / n_head_kv). Strides are in elements.
+// Q8_0 and Q4_0 caches are GGUF blocks of 32 values along the head dimension (head dims and strides are
+// multiples of 32); the kernels dequantize them a block at a time as they read them.
 struct Attention {
     const float* q = nullptr;         // (n_tokens, n_head, head_dim_k)
     int64_t q_token_stride = 0, q_head_stride = 0;
-    gguf::Type kv_type = gguf::Type::F32;  // F32 or F16, for both caches
+    gguf::Type kv_type = gguf::Type::F32;  // F32, F16, Q8_0 or Q4_0, for both caches
     const void* k = nullptr;          // (n_kv, n_head_kv, head_dim_k)
     int64_t k_pos_stride = 0, k_head_stride = 0;
     const void* v = nullptr;          // (n_kv, n_head_kv, head_dim_v)

@@ -19,6 +19,16 @@ namespace cpu_kernels {
 // Bytes of a row of n elements of type t (a valid size: checked by the caller).
 size_t bytes_per_row(gguf::Type t, int64_t n);
 
+// One KV cache (Attention's k or v) in bytes, from the type table: KV head hk's row at position `row`
+// starts at at(row, hk) and is row_bytes long (Q8_0 / Q4_0: whole blocks).
+struct KvView {
+    const uint8_t* base;
+    int64_t pos_bytes, head_bytes, row_bytes;
+    const uint8_t* at(int64_t row, int64_t hk) const { return base + row * pos_bytes + hk * head_bytes; }
+};
+KvView key_view(const Attention& a);
+KvView value_view(const Attention& a);
+
 // Entry points of one variant. Arguments are validated by the caller (dispatch.cpp).
 struct Kernels {
     void (*quantize_rows)(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,

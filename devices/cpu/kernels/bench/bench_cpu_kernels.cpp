@@ -221,48 +221,56 @@ Timing time_matmul(Team& team, Type type, const Shape& s, int64_t n_tokens, cons
     return {median(wall), median(cpu)};
 }
 
-// Attention of the 1B shape (32 query heads, 8 KV heads, head dim 64, F16 cache): decode of one token
-// over n_kv cached positions (GB/s of K and V read) and causal prefill of T tokens from position 0.
+// Attention of the 1B shape (32 query heads, 8 KV heads, head dim 64) or the 100M one (12 / 4) over F16,
+// Q8_0 and Q4_0 caches of the same values: decode of one token over n_kv cached positions (GB/s of K and
+// V read) and causal prefill of T tokens from position 0.
 void bench_attention(Team& team, int n_threads, const Options& opt, std::mt19937_64& rng) {
     const int64_t n_head = opt.model == "100m" ? 12 : 32, n_head_kv = opt.model == "100m" ? 4 : 8, dim = 64;
     const int64_t max_kv = 4096;
     std::normal_distribution<float> normal;
-    std::vector<uint16_t> k(max_kv * n_head_kv * dim), v(k.size());
-    for (auto& h : k) h = gguf::f32_to_f16(normal(rng));
-    for (auto& h : v) h = gguf::f32_to_f16(normal(rng));
+    std::vector<float> kf(max_kv * n_head_kv * dim), vf(kf.size());
+    for (float& x : kf) x = normal(rng);
+    for (float& x : vf) x = normal(rng);
     std::vector<float> q(512 * n_head * dim), out(q.size());
     for (float& f : q) f = normal(rng);
-    auto run = [&](int64_t n_tokens, int64_t start_pos) {
-        ck::Attention a;
-        a.q = q.data(), a.q_token_stride = n_head * dim, a.q_head_stride = dim;
-        a.kv_type = Type::F16, a.k = k.data(), a.v = v.data();
-        a.k_pos_stride = a.v_pos_stride = n_head_kv * dim, a.k_head_stride = a.v_head_stride = dim;
-        a.out = out.data(), a.out_token_stride = n_head * dim, a.out_head_stride = dim;
-        a.n_tokens = n_tokens, a.start_pos = start_pos, a.n_head = n_head, a.n_head_kv = n_head_kv;
-        a.head_dim_k = a.head_dim_v = dim, a.scale = 0.125f;
-        const std::function<void(int, int)> job = [&](int i, int n) {
-            const int64_t pairs = n_tokens * n_head;  // split at whole KV-head groups
-            const int64_t groups = pairs / (n_head / n_head_kv), g0 = groups * i / n, g1 = groups * (i + 1) / n;
-            ck::attention(a, g0 * (n_head / n_head_kv), g1 * (n_head / n_head_kv));
-        };
-        team.run(job);
-        std::vector<double> wall;
-        for (int r = 0; r < opt.reps; r++) {
-            const auto t0 = std::chrono::steady_clock::now();
+    for (Type type : {Type::F16, Type::Q8_0, Type::Q4_0}) {
+        const int64_t n_values = static_cast<int64_t>(kf.size());
+        std::vector<uint8_t> k(*gguf::row_bytes(type, n_values)), v(k.size());
+        gguf::type_traits(type).quantize(kf.data(), k.data(), n_values);
+        gguf::type_traits(type).quantize(vf.data(), v.data(), n_values);
+        auto run = [&](int64_t n_tokens, int64_t start_pos) {
+            ck::Attention a;
+            a.q = q.data(), a.q_token_stride = n_head * dim, a.q_head_stride = dim;
+            a.kv_type = type, a.k = k.data(), a.v = v.data();
+            a.k_pos_stride = a.v_pos_stride = n_head_kv * dim, a.k_head_stride = a.v_head_stride = dim;
+            a.out = out.data(), a.out_token_stride = n_head * dim, a.out_head_stride = dim;
+            a.n_tokens = n_tokens, a.start_pos = start_pos, a.n_head = n_head, a.n_head_kv = n_head_kv;
+            a.head_dim_k = a.head_dim_v = dim, a.scale = 0.125f;
+            const std::function<void(int, int)> job = [&](int i, int n) {
+                const int64_t pairs = n_tokens * n_head;  // split at whole KV-head groups
+                const int64_t groups = pairs / (n_head / n_head_kv), g0 = groups * i / n, g1 = groups * (i + 1) / n;
+                ck::attention(a, g0 * (n_head / n_head_kv), g1 * (n_head / n_head_kv));
+            };
             team.run(job);
-            wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            std::vector<double> wall;
+            for (int r = 0; r < opt.reps; r++) {
+                const auto t0 = std::chrono::steady_clock::now();
+                team.run(job);
+                wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            }
+            return median(wall);
+        };
+        const char* name = gguf::type_traits(type).name;
+        for (int64_t n_kv : {512, 2048, 4096}) {
+            const double t = run(1, n_kv - 1), bytes = 2.0 * static_cast<double>(*gguf::row_bytes(type, n_kv * n_head_kv * dim));
+            std::printf("attn  %-4s %dT decode at %5lld cached positions %8.1f us %6.1f GB/s of KV\n", name, n_threads,
+                        static_cast<long long>(n_kv), t * 1e6, bytes / t / 1e9);
         }
-        return median(wall);
-    };
-    for (int64_t n_kv : {512, 2048, 4096}) {
-        const double t = run(1, n_kv - 1), bytes = 2.0 * n_kv * n_head_kv * 2 * dim;
-        std::printf("attn  %dT decode at %5lld cached positions %8.1f us %6.1f GB/s of KV\n", n_threads,
-                    static_cast<long long>(n_kv), t * 1e6, bytes / t / 1e9);
-    }
-    for (int64_t n_tokens : {128, 512}) {
-        const double t = run(n_tokens, 0), flop = 2.0 * n_head * 2 * dim * n_tokens * (n_tokens + 1) / 2;
-        std::printf("attn  %dT prefill of %3lld tokens            %8.2f ms %6.1f GFLOP/s\n", n_threads,
-                    static_cast<long long>(n_tokens), t * 1e3, flop / t / 1e9);
+        for (int64_t n_tokens : {128, 512}) {
+            const double t = run(n_tokens, 0), flop = 2.0 * n_head * 2 * dim * n_tokens * (n_tokens + 1) / 2;
+            std::printf("attn  %-4s %dT prefill of %3lld tokens            %8.2f ms %6.1f GFLOP/s\n", name, n_threads,
+                        static_cast<long long>(n_tokens), t * 1e3, flop / t / 1e9);
+        }
     }
     std::printf("\n");
 }
