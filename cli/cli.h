@@ -55,11 +55,11 @@ private:
 // `info --devices` shows without parentheses).
 void sampling_flags(Args& args, llm::SamplingParams& sampling);
 std::string device_flag(Args& args);
+bool accepts_device(const std::string& name);
 // --kv TYPE: the KV cache type (default f16); KV_TYPES the ones to name in a usage line. A known GGUF type
 // name is taken here; open_session refuses one the model or the device cannot use.
 inline constexpr const char* KV_TYPES = "f16, f32, q8_0 or q4_0";
 gguf::Type kv_flag(Args& args);
-bool accepts_device(const std::string& name);
 // --grammar FILE / --json-schema FILE as a grammar (unconstrained when neither is given); throws
 // llm::GrammarError for a bad grammar or schema. --chat-template FILE's text ("" when not given).
 llm::GrammarSpec grammar_flags(Args& args);
