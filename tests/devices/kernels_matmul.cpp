@@ -265,6 +265,21 @@ std::vector<float> run_matmul(Type type, const Case& c, uint64_t seed, double* a
     return y;
 }
 
+// The same product on the AVX-512 kernels and on the AMX tiles; `bound` as run_matmul's.
+std::pair<std::vector<float>, std::vector<float>> without_and_with_amx(Type type, const Case& c, uint64_t seed, double& bound) {
+    std::vector<float> plain, tiles;
+    {
+        AmxEnabled off(false);
+        plain = run_matmul(type, c, seed, &bound);
+    }
+    {
+        AmxEnabled on(true);
+        REQUIRE(ck::amx_active());
+        tiles = run_matmul(type, c, seed, nullptr);
+    }
+    return {plain, tiles};
+}
+
 }  // namespace
 
 TEST_CASE("AMX tiles compute the AVX-512 kernels' integer dot products") {
@@ -282,16 +297,7 @@ TEST_CASE("AMX tiles compute the AVX-512 kernels' integer dot products") {
             if (c.n_cols % gguf::type_traits(type).block_size != 0) continue;
             INFO(gguf::type_name(type) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << c.n_tokens);
             double bound = 0;
-            std::vector<float> plain, tiles;
-            {
-                AmxEnabled off(false);
-                plain = run_matmul(type, c, 77, &bound);
-            }
-            {
-                AmxEnabled on(true);
-                REQUIRE(ck::amx_active());
-                tiles = run_matmul(type, c, 77, nullptr);
-            }
+            const auto [plain, tiles] = without_and_with_amx(type, c, 77, bound);
             // 32-element blocks: the same integers scaled in the same order, so the same bits. The
             // super-block types sum a super-block's groups before d_x on AVX-512: fp32 rounding apart.
             const bool super = ck::activation_type(type) == Type::Q8_K;
@@ -317,15 +323,7 @@ TEST_CASE("AMX bf16 tiles compute F16 and BF16 products exactly, as the FMA kern
         for (const Case& c : cases) {
             INFO(gguf::type_name(type) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << c.n_tokens);
             double bound = 0;
-            std::vector<float> plain, tiles;
-            {
-                AmxEnabled off(false);
-                plain = run_matmul(type, c, 91, &bound);
-            }
-            {
-                AmxEnabled on(true);
-                tiles = run_matmul(type, c, 91, nullptr);
-            }
+            const auto [plain, tiles] = without_and_with_amx(type, c, 91, bound);
             int64_t differ = 0;
             for (size_t i = 0; i < plain.size(); i++)
                 if (!(std::fabs(plain[i] - tiles[i]) <= 2e-7 * bound) && differ++ < 3)
