@@ -27,6 +27,7 @@ ops::Impl Device::op(ops::Kind kind, gguf::Type type, const void*) const { retur
 LinearPlan Device::linear_plan(gguf::Type weight, int64_t, int64_t) const {
     LinearPlan plan{activation_type(weight)};
     plan.generated = target().arch != Arch::X86_64 && (weight == gguf::Type::F32 || weight == gguf::Type::BF16);
+    plan.fuse_norm = target().arch == Arch::X86_64;  // the host QUANTIZE normalizes rows itself
     return plan;
 }
 bool Device::can_pack(gguf::Type, int64_t, int64_t) const { return false; }

@@ -13,13 +13,18 @@ enum class Kind : uint8_t { QUANTIZE, LINEAR, LINEAR_EXPERTS, EXPERT_PLAN, ATTEN
 const char* name(Kind kind);
 
 // Activation quantization: x (rows, n_cols) f32 -> rows of `act` (the format linear's weights multiply
-// against: Q8_0, Q8_K, F16, ...), each row activation_row_bytes long.
+// against: Q8_0, Q8_K, F16, ...), each row activation_row_bytes long. With `rms_norm` (a device whose
+// LinearPlan says fuse_norm), each row is first RMS-normalized and multiplied by `norm`: rms_norm(x,
+// norm, eps) and its quantization in one pass.
 struct Quantize {
     static constexpr Kind KIND = Kind::QUANTIZE;
-    const float* x = nullptr;  // (rows, n_cols)
-    void* out = nullptr;       // (rows, row bytes)
+    const float* x = nullptr;     // (rows, n_cols)
+    const float* norm = nullptr;  // (n_cols) the norm's weight, with rms_norm
+    void* out = nullptr;          // (rows, row bytes)
     int64_t rows = 0, n_cols = 0;
     gguf::Type act = gguf::Type::F32;
+    bool rms_norm = false;
+    float eps = 0.0f;
 };
 
 // y[h] (T, N) f32 = x[h] (T, K) . W[h] (N, K)^T for each of H matrices (H = 1: linear; MLA's per-head

@@ -42,16 +42,53 @@ Tensor read_whole(const Tensor& w) {
     return Tensor::external(b.host_data, w.shape(), w.dtype(), b.owner);
 }
 
+// The inputs of y = rms_norm(x, w, eps) (x f32, w an f32 vector along x's last axis), found by walking
+// the graph rms_norm builds (x · rsqrt(mean(x²) + eps) · w) and confirmed by building it again: nodes
+// are interned, so the same inputs give the very same node, and anything else is not a match.
+struct NormInputs {
+    Tensor x, w;
+    double eps = 0;
+};
+std::optional<NormInputs> as_rms_norm(const Tensor& y) {
+    auto under_views = [](const Node* m) {
+        while (m->op == Op::EXPAND || m->op == Op::RESHAPE) m = m->src(0);
+        return m;
+    };
+    const Node* n = y.node().get();
+    if (n->op != Op::MUL || !(n->dtype == f32)) return std::nullopt;
+    const Node* scaled = n->src(0);
+    const Node* w = under_views(n->src(1));
+    if (scaled->op != Op::MUL || w->shape.size() != 1 || !(w->dtype == f32)) return std::nullopt;
+    const Node* recip = under_views(scaled->src(1));
+    if (recip->op != Op::RECIP || recip->src(0)->op != Op::SQRT) return std::nullopt;
+    const Node* plus_eps = recip->src(0)->src(0);
+    if (plus_eps->op != Op::ADD) return std::nullopt;
+    const Node* eps = under_views(plus_eps->src(1));
+    if (!eps->is_const()) return std::nullopt;
+    NormInputs in{make_tensor(NodeRef(scaled->src(0)), y.device()), make_tensor(NodeRef(w), y.device()), eps->arg.f};
+    if (rms_norm(in.x, in.w, in.eps).node().get() != n) return std::nullopt;
+    return in;
+}
+
+Tensor quantize(const Tensor& x, gguf::Type act, int64_t row_bytes, const NormInputs* norm) {
+    using A = ops::Quantize;
+    OpCall<A> q(act);
+    q.args().act = act;
+    if (norm) {
+        q.args().rms_norm = true;
+        q.args().eps = static_cast<float>(norm->eps);
+        q.in(&A::norm, norm->w);
+    }
+    const Dim R = x.dim(0), K = x.dim(1);
+    if (!row_bytes) row_bytes = int64_t(*gguf::row_bytes(act, K.value()));
+    return q.in(&A::x, x).dim(&A::rows, R).dim(&A::n_cols, K).out(&A::out, {R, row_bytes}, u8);
+}
+
 }  // namespace
 
 Tensor quantize_activations(const Tensor& x, gguf::Type act, int64_t row_bytes) {
     if (act == gguf::Type::F32) return x;
-    using A = ops::Quantize;
-    OpCall<A> q(act);
-    q.args().act = act;
-    const Dim R = x.dim(0), K = x.dim(1);
-    if (!row_bytes) row_bytes = int64_t(*gguf::row_bytes(act, K.value()));
-    return q.in(&A::x, x).dim(&A::rows, R).dim(&A::n_cols, K).out(&A::out, {R, row_bytes}, u8);
+    return quantize(x, act, row_bytes, nullptr);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w) {
@@ -67,7 +104,13 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     const devices::LinearPlan plan = devices::get(x.device()).linear_plan(type, K.max(), T.max());
     if (plan.generated && !is_packed(w))  // one work-item per output
         return (xf.reshape({T, 1, K}) * w.cast(f32).reshape({1, N, K})).sum(-1).reshape(out_shape);
-    Tensor xa = plan.cast ? xf.cast(DType::from_gguf(plan.act)) : quantize_activations(xf, plan.act, plan.act_row_bytes);
+    // An RMS-normalized x is normalized by the quantization itself where the device fuses the two
+    // (the norm's own kernels then run only if something else reads its result).
+    std::optional<NormInputs> norm;
+    if (plan.fuse_norm && !plan.cast && plan.act != gguf::Type::F32) norm = as_rms_norm(x);
+    Tensor xa = plan.cast ? xf.cast(DType::from_gguf(plan.act))
+                : norm    ? quantize(norm->x.reshape({T, K}), plan.act, plan.act_row_bytes, &*norm)
+                          : quantize_activations(xf, plan.act, plan.act_row_bytes);
     OpCall<ops::Linear> call(type);
     call.args().type = type;
     call.args().act = plan.act;

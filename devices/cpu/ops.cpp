@@ -6,6 +6,7 @@
 #include "devices/cpu/kernels/ops_impl.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace devices::cpu {
 
@@ -18,7 +19,16 @@ template <class A, void (*F)(const A&, int64_t, int64_t)> void over(Device& dev,
     dev.run_host([](const void* p, int64_t b, int64_t e) { F(*static_cast<const A*>(p), b, e); }, &a, n_work, grain);
 }
 
-void quantize_rows(const Quantize& a, int64_t b, int64_t e) { ::cpu_kernels::quantize_rows(a.act, a.x, a.n_cols, a.n_cols, a.out, b, e); }
+void quantize_rows(const Quantize& a, int64_t b, int64_t e) {
+    if (!a.rms_norm) return ::cpu_kernels::quantize_rows(a.act, a.x, a.n_cols, a.n_cols, a.out, b, e);
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(a.n_cols));
+    const auto row_bytes = static_cast<int64_t>(*gguf::row_bytes(a.act, a.n_cols));
+    for (int64_t r = b; r < e; r++) {
+        ::cpu_kernels::rms_norm_row(a.x + r * a.n_cols, a.norm, a.n_cols, a.eps, row.data());
+        ::cpu_kernels::quantize_rows(a.act, row.data(), a.n_cols, a.n_cols, static_cast<uint8_t*>(a.out) + r * row_bytes, 0, 1);
+    }
+}
 void quantize(Device& dev, const Quantize& a) { over<Quantize, quantize_rows>(dev, a, a.rows, 1); }
 
 // Items are the weight rows h * N + n: one hand matmul per matrix over the part of [b, e) in it.

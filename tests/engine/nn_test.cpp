@@ -74,6 +74,46 @@ TEST_CASE("linear multiplies by every weight dtype") {
     REQUIRE_THROWS_WITH(linear(Tensor::ones({2, 7}), w.t), Catch::Contains("[engine] linear: input (2,7) does not match weight (5,8)"));
 }
 
+TEST_CASE("linear of an RMS-normalized input normalizes inside the quantization of its activations") {
+    // Q8_0 weights take Q8_0 activations, Q4_1 ones Q8_1 (with their sums); the K-quants' Q8_K runs in
+    // the golden models (quant-q4_k, ...).
+    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_1}) {
+        for (int64_t T : {1, 5}) {
+            const int64_t N = 32, K = 256;
+            const double eps = 1e-5;
+            const std::string label = std::string(gguf::type_name(type)) + " T=" + std::to_string(T);
+            Weights w = weights(type, N, K, 11);
+            std::vector<double> x = uniform(size_t(T * K), 12, -2, 2), g = uniform(size_t(K), 13, 0.5, 1.5);
+            for (auto& v : x) v = to_dtype(v, f32);
+            for (auto& v : g) v = to_dtype(v, f32);
+            std::vector<double> normed;
+            for (int64_t t = 0; t < T; t++) {
+                double ss = 0;
+                for (int64_t k = 0; k < K; k++) ss += x[t * K + k] * x[t * K + k];
+                for (int64_t k = 0; k < K; k++) normed.push_back(x[t * K + k] / std::sqrt(ss / double(K) + eps) * g[k]);
+            }
+            std::vector<double> xa = as_activations(normed, type, K), want;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t r = 0; r < N; r++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; k++) s += xa[t * K + k] * w.deq[r * K + k];
+                    want.push_back(s);
+                }
+            Tensor xt = tensor(x, {T, K}, f32), gt = tensor(g, {K}, f32);
+            Tensor fused = linear(rms_norm(xt, gt, eps), w.t);
+            fused.realize();
+            // Where the device fuses them, no kernel of the norm's own runs: the quantization, the product.
+            if (devices::get("CPU").linear_plan(type, K, T).fuse_norm) REQUIRE(last_schedule().size() == 2);
+            // An activation on a rounding edge may land one step apart from the f64 reference's (a step is
+            // max|x|/127 of one element, times its weight), nothing more.
+            require_close(values(fused), want, 0.0, 0.05, label + " fused");
+            Tensor alone = rms_norm(xt, gt, eps);
+            alone.realize();  // realized first: linear gets a buffer, nothing to fuse
+            require_close(values(linear(alone, w.t)), values(fused), 0.0, 0.05, label + " vs the norm's own kernels");
+        }
+    }
+}
+
 TEST_CASE("linear over a Q8_0 weight packed by pack_for_linear gives what the rows give") {
     const int64_t N = 48, K = 128;
     Weights w = weights(gguf::Type::Q8_0, N, K, 5);

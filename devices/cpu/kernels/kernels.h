@@ -58,6 +58,11 @@ int64_t activation_row_bytes(gguf::Type weight_type, int64_t n_cols);
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,
                    int64_t row_begin, int64_t row_end);
 
+// out = x / sqrt(mean(x²) + eps) · w over one row of n values, as engine::rms_norm computes it: the mean
+// as the sum times the f32 constant 1/n, the reciprocal of the square root, then x · r · w (the sum in
+// 16 running lanes, so not bit-equal to a generated kernel's sum).
+void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out);
+
 // ---- matrix products -----------------------------------------------------------------------------
 
 // y[t][r] = Σ_c W[r][c] · x[t][c]
