@@ -77,7 +77,7 @@ struct LinearPlan {
     int64_t act_row_bytes = 0;         // one token's activations in `act`; 0: the type table's row size
     bool cast = false;                 // `act` is F16 made by a generated cast (fused into x's producer)
     bool generated = false;            // no hand kernel fits: a generated multiply-and-sum instead of LINEAR
-    bool fuse_norm = false;            // QUANTIZE applies an RMS norm of x first (ops::Quantize::rms_norm)
+    bool fuse_norm = false;            // QUANTIZE makes x itself from an RMS norm or SwiGLU (ops::Quantize)
 };
 
 class Device {

@@ -13,9 +13,10 @@ enum class Kind : uint8_t { QUANTIZE, LINEAR, LINEAR_EXPERTS, EXPERT_PLAN, ATTEN
 const char* name(Kind kind);
 
 // Activation quantization: x (rows, n_cols) f32 -> rows of `act` (the format linear's weights multiply
-// against: Q8_0, Q8_K, F16, ...), each row activation_row_bytes long. With `rms_norm` (a device whose
-// LinearPlan says fuse_norm), each row is first RMS-normalized and multiplied by `norm`: rms_norm(x,
-// norm, eps) and its quantization in one pass.
+// against: Q8_0, Q8_K, F16, ...), each row activation_row_bytes long. On a device whose LinearPlan says
+// fuse_norm, the rows may be made first: with `rms_norm`, each row RMS-normalized and multiplied by
+// `norm` (rms_norm(x, norm, eps)); with `glu`, x's rows are 2 · n_cols long, [gate | up], and the row
+// quantized is silu(gate) · up (SwiGLU).
 struct Quantize {
     static constexpr Kind KIND = Kind::QUANTIZE;
     const float* x = nullptr;     // (rows, n_cols)
@@ -23,7 +24,7 @@ struct Quantize {
     void* out = nullptr;          // (rows, row bytes)
     int64_t rows = 0, n_cols = 0;
     gguf::Type act = gguf::Type::F32;
-    bool rms_norm = false;
+    bool rms_norm = false, glu = false;
     float eps = 0.0f;
 };
 

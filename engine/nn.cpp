@@ -70,16 +70,35 @@ std::optional<NormInputs> as_rms_norm(const Tensor& y) {
     return in;
 }
 
-Tensor quantize(const Tensor& x, gguf::Type act, int64_t row_bytes, const NormInputs* norm) {
+// The stacked gate | up output p (T, 2F) of y = silu(p[:, :F]) · p[:, F:] (a SwiGLU over linear_split
+// of a stacked weight), found and confirmed as as_rms_norm does.
+std::optional<Tensor> as_swiglu(const Tensor& y) {
+    const Node* n = y.node().get();
+    if (n->op != Op::MUL || !(n->dtype == f32) || n->shape.size() != 2 || !n->shape[1].is_const()) return std::nullopt;
+    const Node* act = n->src(0);
+    const Node* up = n->src(1);
+    if (act->op != Op::MUL || up->op != Op::SHRINK || act->src(0)->op != Op::SHRINK || act->src(0)->src(0) != up->src(0))
+        return std::nullopt;
+    Tensor p = make_tensor(NodeRef(up->src(0)), y.device());
+    const int64_t F = n->shape[1].value();
+    if (p.ndim() != 2 || !(p.dtype() == f32) || p.dim(1).max() != 2 * F) return std::nullopt;
+    if ((silu(p.slice(-1, 0, F)) * p.slice(-1, F, F)).node().get() != n) return std::nullopt;
+    return p;
+}
+
+// x (R, K) as activations in `act`; with a norm, x normalized first; with glu, x is (R, 2K) [gate | up]
+// and its SwiGLU is quantized (ops::Quantize).
+Tensor quantize(const Tensor& x, const Dim& K, gguf::Type act, int64_t row_bytes, const NormInputs* norm, bool glu) {
     using A = ops::Quantize;
     OpCall<A> q(act);
     q.args().act = act;
+    q.args().glu = glu;
     if (norm) {
         q.args().rms_norm = true;
         q.args().eps = static_cast<float>(norm->eps);
         q.in(&A::norm, norm->w);
     }
-    const Dim R = x.dim(0), K = x.dim(1);
+    const Dim R = x.dim(0);
     if (!row_bytes) row_bytes = int64_t(*gguf::row_bytes(act, K.value()));
     return q.in(&A::x, x).dim(&A::rows, R).dim(&A::n_cols, K).out(&A::out, {R, row_bytes}, u8);
 }
@@ -88,7 +107,7 @@ Tensor quantize(const Tensor& x, gguf::Type act, int64_t row_bytes, const NormIn
 
 Tensor quantize_activations(const Tensor& x, gguf::Type act, int64_t row_bytes) {
     if (act == gguf::Type::F32) return x;
-    return quantize(x, act, row_bytes, nullptr);
+    return quantize(x, x.dim(1), act, row_bytes, nullptr, false);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w) {
@@ -104,13 +123,15 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     const devices::LinearPlan plan = devices::get(x.device()).linear_plan(type, K.max(), T.max());
     if (plan.generated && !is_packed(w))  // one work-item per output
         return (xf.reshape({T, 1, K}) * w.cast(f32).reshape({1, N, K})).sum(-1).reshape(out_shape);
-    // An RMS-normalized x is normalized by the quantization itself where the device fuses the two
-    // (the norm's own kernels then run only if something else reads its result).
+    // An RMS-normalized x, or a SwiGLU of a stacked gate | up, is made by the quantization itself
+    // where the device fuses them (their own kernels then run only if something else reads them).
     std::optional<NormInputs> norm;
-    if (plan.fuse_norm && !plan.cast && plan.act != gguf::Type::F32) norm = as_rms_norm(x);
-    Tensor xa = plan.cast ? xf.cast(DType::from_gguf(plan.act))
-                : norm    ? quantize(norm->x.reshape({T, K}), plan.act, plan.act_row_bytes, &*norm)
-                          : quantize_activations(xf, plan.act, plan.act_row_bytes);
+    std::optional<Tensor> gate_up;
+    if (plan.fuse_norm && !plan.cast && plan.act != gguf::Type::F32 && !(norm = as_rms_norm(x))) gate_up = as_swiglu(xf);
+    Tensor xa = plan.cast  ? xf.cast(DType::from_gguf(plan.act))
+                : norm     ? quantize(norm->x.reshape({T, K}), K, plan.act, plan.act_row_bytes, &*norm, false)
+                : gate_up  ? quantize(*gate_up, K, plan.act, plan.act_row_bytes, nullptr, true)
+                           : quantize_activations(xf, plan.act, plan.act_row_bytes);
     OpCall<ops::Linear> call(type);
     call.args().type = type;
     call.args().act = plan.act;

@@ -228,7 +228,9 @@ ops::Impl paged_attention_kernel(const ops::PagedAttention& a) {
 
 ops::Impl OpsDevice::op(ops::Kind kind, Type type, const void* args) const {
     ops::Impl own;
-    if (kind == ops::Kind::QUANTIZE && type == Q8_ACTIVATIONS && !static_cast<const ops::Quantize*>(args)->rms_norm) own = ops::impl<ops::Quantize, q8_quantize>(false, "amd_q8_quantize");
+    if (kind == ops::Kind::QUANTIZE && type == Q8_ACTIVATIONS && !static_cast<const ops::Quantize*>(args)->rms_norm &&
+        !static_cast<const ops::Quantize*>(args)->glu)
+        own = ops::impl<ops::Quantize, q8_quantize>(false, "amd_q8_quantize");
     if (kind == ops::Kind::LINEAR) own = linear_kernel(*static_cast<const ops::Linear*>(args));
     if (kind == ops::Kind::ATTENTION) own = attention_kernel(*static_cast<const ops::Attention*>(args));
     if (kind == ops::Kind::PAGED_ATTENTION) own = paged_attention_kernel(*static_cast<const ops::PagedAttention*>(args));

@@ -20,12 +20,15 @@ template <class A, void (*F)(const A&, int64_t, int64_t)> void over(Device& dev,
 }
 
 void quantize_rows(const Quantize& a, int64_t b, int64_t e) {
-    if (!a.rms_norm) return ::cpu_kernels::quantize_rows(a.act, a.x, a.n_cols, a.n_cols, a.out, b, e);
+    if (!a.rms_norm && !a.glu) return ::cpu_kernels::quantize_rows(a.act, a.x, a.n_cols, a.n_cols, a.out, b, e);
     thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(a.n_cols));
     const auto row_bytes = static_cast<int64_t>(*gguf::row_bytes(a.act, a.n_cols));
     for (int64_t r = b; r < e; r++) {
-        ::cpu_kernels::rms_norm_row(a.x + r * a.n_cols, a.norm, a.n_cols, a.eps, row.data());
+        if (a.glu)
+            ::cpu_kernels::swiglu_row(a.x + 2 * r * a.n_cols, a.x + (2 * r + 1) * a.n_cols, a.n_cols, row.data());
+        else
+            ::cpu_kernels::rms_norm_row(a.x + r * a.n_cols, a.norm, a.n_cols, a.eps, row.data());
         ::cpu_kernels::quantize_rows(a.act, row.data(), a.n_cols, a.n_cols, static_cast<uint8_t*>(a.out) + r * row_bytes, 0, 1);
     }
 }

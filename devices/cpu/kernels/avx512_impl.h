@@ -13,6 +13,24 @@ namespace cpu_kernels::avx512 {
 
 // ---- small helpers -------------------------------------------------------------------------------
 
+// e^x to about 1 ulp for x ≤ 0 (down to −∞, which gives 0): Cody-Waite reduction x = n·ln2 + r and a
+// degree-7 polynomial (Cephes' expf coefficients) for e^r.
+static inline __m512 exp_ps(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // e^-104 is below the smallest subnormal
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+
 static inline uint16_t load_u16(const uint8_t* p) {
     uint16_t v;
     std::memcpy(&v, p, 2);
@@ -362,6 +380,7 @@ void packed_to_panel(gguf::Type type, const uint8_t* panel, int64_t K, int64_t k
 // Activation quantizers: quantize_avx512.cpp.
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end);
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end);
 
 // The matrix-vector kernels' view of a decoder: by default the natural order of codes().

@@ -184,6 +184,8 @@ void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* o
     for (int64_t j = 0; j < n; j++) out[j] = x[j] * r * w[j];
 }
 
+void swiglu_row(const float* gate, const float* up, int64_t n, float* out) { active_kernels().swiglu(gate, up, n, out); }
+
 void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end) {
     auto error = [&](const std::string& detail) { fail("quantize_rows", type_label(act) + ": " + detail); };

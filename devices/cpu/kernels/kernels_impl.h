@@ -36,6 +36,7 @@ struct Kernels {
     // Every type with has_hand_kernel(type), F32/F16/BF16 included.
     void (*matmul)(const Matmul& m, int64_t row_begin, int64_t row_end);
     void (*attention)(const Attention& a, int64_t pair_begin, int64_t pair_end);
+    void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
 };
 
 namespace scalar { extern const Kernels kernels; }

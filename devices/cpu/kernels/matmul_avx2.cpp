@@ -14,6 +14,6 @@ void matmul(const Matmul& m, int64_t r0, int64_t r1) {
 
 }  // namespace
 
-const Kernels kernels = {quantize_rows, matmul, attention};
+const Kernels kernels = {quantize_rows, matmul, attention, swiglu};
 
 }  // namespace cpu_kernels::avx2

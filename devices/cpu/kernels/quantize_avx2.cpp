@@ -3,6 +3,8 @@
 // nearest even by the default MXCSR mode, F16 by vcvtps2ph, BF16 with integer rounding.
 #include "devices/cpu/kernels/avx2_impl.h"
 
+#include <cmath>
+
 namespace cpu_kernels::avx2 {
 
 using namespace gguf;
@@ -127,6 +129,24 @@ void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, v
             default: std::memcpy(o, xr, sizeof(float) * n_cols); break;
         }
     }
+}
+
+}  // namespace cpu_kernels::avx2
+
+namespace cpu_kernels::avx2 {
+
+// silu(g) · u = g · σ(g) · u, σ from e = e^−|g| (exp_ps's domain): 1 / (1 + e) for g ≥ 0, e / (1 + e) below.
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+        const __m256 e = exp_ps(_mm256_or_ps(g, sign));  // −|g|
+        const __m256 inv = _mm256_div_ps(one, _mm256_add_ps(e, one));
+        const __m256 s = _mm256_blendv_ps(inv, _mm256_mul_ps(e, inv), _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(g, s), u));
+    }
+    for (; i < n; i++) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 }  // namespace cpu_kernels::avx2

@@ -2,6 +2,8 @@
 // reference quantizers (gguf/quants.cpp), so the bytes are ggml's.
 #include "devices/cpu/kernels/scalar_impl.h"
 
+#include <cmath>
+
 namespace cpu_kernels::scalar {
 
 using namespace gguf;
@@ -13,6 +15,10 @@ void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, v
     const size_t row_bytes = *gguf::row_bytes(act, n_cols);
     for (int64_t r = row_begin; r < row_end; r++)
         traits.quantize(x + r * x_stride, static_cast<uint8_t*>(out) + r * row_bytes, n_cols);
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 }  // namespace cpu_kernels::scalar
