@@ -152,6 +152,8 @@ TEST_CASE("attention prefill in tiles of query tokens: 64- and 128-wide heads, p
     on_every_variant({21, 45, 16, 2, 128, 128, 0, Type::F32}, 12);  // group of 8, keys cached before
     on_every_variant({11, 5, 8, 2, 64, 64, 0, Type::F16, false, true}, 13);  // a range starting mid-token
     on_every_variant({40, 3, 4, 2, 32, 32, 9, Type::F16, true}, 14);  // sliding window and sinks
+    on_every_variant({70, 10, 6, 2, 64, 64, 20, Type::F16, true}, 15);  // the window across blocks of 64 keys
+    on_every_variant({90, 50, 4, 1, 64, 64, 0, Type::F32}, 16);         // three blocks of keys per token
 }
 
 TEST_CASE("attention with key and value head dims that differ and are not multiples of 16") {

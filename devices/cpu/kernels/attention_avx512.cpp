@@ -35,6 +35,7 @@ __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__m
 
 constexpr int64_t kScratchSkew = 5 * 16;  // floats: 5 cache lines
 constexpr int kQueryTile = 8;           // prefill: query tokens sharing each converted block of keys and values
+constexpr int kKeyBlock = 64;           // prefill: keys per softmax update (decode: 16)
 
 float max_f(float a, float b) { return a > b ? a : b; }  // inputs are never NaN; no libm call
 float exp_f(float x) { return _mm512_cvtss_f32(exp_ps(_mm512_set1_ps(x))); }
@@ -103,19 +104,29 @@ template <int N, class F>
     [&]<int... I>(std::integer_sequence<int, I...>) { (f(I), ...); }(std::make_integer_sequence<int, N>{});
 }
 
-// The online-softmax update of one query head with a block of ≤ 16 logits (lanes outside `valid` do not
-// count), then the weighted value rows 0 .. n_keys-1 (rows outside `valid` get weight 0) into its
-// accumulator.
+// The online-softmax update of one query head with a block of n_sub × 16 logits (lanes outside `valid`
+// do not count), then the weighted value rows 0 .. n_keys-1 (rows outside `valid` get weight 0) into its
+// accumulator. One maximum, one sum and one correction per block: the horizontal reductions cost as
+// much as the block's dot products when a block is 16 keys.
 template <int kVC>
-[[gnu::always_inline]] inline void softmax_accumulate(const Attention& a, __m512 scaled, __mmask16 valid, const float* v,
-                                                      int64_t v_stride, int n_keys, int64_t vc, HeadState& h) {
-    const __m512 logits = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, scaled);
-    const float new_max = max_f(h.max, _mm512_reduce_max_ps(logits));
-    const __m512 pv = _mm512_maskz_mov_ps(valid, exp_ps(_mm512_sub_ps(logits, _mm512_set1_ps(new_max))));
-    alignas(64) float p[16];
-    _mm512_store_ps(p, pv);
+[[gnu::always_inline]] inline void softmax_accumulate(const Attention& a, const __m512* scaled, const __mmask16* valid, int n_sub,
+                                                      const float* v, int64_t v_stride, int n_keys, int64_t vc, HeadState& h) {
+    __m512 logits[kKeyBlock / 16];
+    __m512 top = _mm512_set1_ps(-INFINITY);
+    for (int s = 0; s < n_sub; s++) {
+        logits[s] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid[s], scaled[s]);
+        top = _mm512_max_ps(top, logits[s]);
+    }
+    const float new_max = max_f(h.max, _mm512_reduce_max_ps(top));
+    alignas(64) float p[kKeyBlock];
+    __m512 total = _mm512_setzero_ps();
+    for (int s = 0; s < n_sub; s++) {
+        const __m512 pv = _mm512_maskz_mov_ps(valid[s], exp_ps(_mm512_sub_ps(logits[s], _mm512_set1_ps(new_max))));
+        _mm512_store_ps(p + 16 * s, pv);
+        total = _mm512_add_ps(total, pv);
+    }
     const float correction = exp_f(h.max - new_max);  // 0 on the first block (max = −∞)
-    h.sum = h.sum * correction + _mm512_reduce_add_ps(pv);
+    h.sum = h.sum * correction + _mm512_reduce_add_ps(total);
     h.max = new_max;
     if constexpr (kVC != 0) {
         __m512 acc[kVC];
@@ -177,7 +188,8 @@ void attend_block(const Attention& a, const float* q, const float* k, int64_t k_
         }
     }
     const __mmask16 valid = tail_mask(nb);
-    softmax_accumulate<kVC>(a, _mm512_mul_ps(sum16(dots), _mm512_set1_ps(a.scale)), valid, v, v_stride, nb, vc, h);
+    const __m512 scaled = _mm512_mul_ps(sum16(dots), _mm512_set1_ps(a.scale));
+    softmax_accumulate<kVC>(a, &scaled, &valid, 1, v, v_stride, nb, vc, h);
 }
 
 // Query token t, heads [h_begin, h_end), 16 keys at a time. For each block of keys the KV heads are
@@ -230,17 +242,19 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
     for (int64_t h = h_begin; h < h_end; h++) finish_head(a, t, h, heads[h - h_begin], vc);
 }
 
-// Query tokens t0 .. t0+nt-1 with all their heads, for causal prefill. Per KV head and block of 16 keys,
-// the keys are converted and transposed once (kt[d][j]) and the values converted once for the tile's
-// nt × group query rows; each row's 16 logits then come from one broadcast-FMA per head dimension, with
-// no horizontal sums. Rows run in order of token, so a block past a token's position is skipped.
+// Query tokens t0 .. t0+nt-1 with all their heads, for causal prefill. Per KV head and block of 64 keys,
+// the keys are converted and transposed once (kt[sub-block][d][j]) and the values converted once for
+// the tile's nt × group query rows; each row's logits then come from one broadcast-FMA per head
+// dimension and 16 keys, with no horizontal sums, and one softmax update per block. Rows run in order
+// of token, so the part of a block past a token's position is skipped.
 template <int kKC, int kVC>
 void attend_tile(const Attention& a, int64_t t0, int nt, float* mem) {
+    constexpr int kSub = kKeyBlock / 16;
     const int64_t group = a.n_head / a.n_head_kv;
     float* kt = mem;
-    float* kbuf = kt + 16 * 16 * kKC + kScratchSkew;
-    float* vbuf = kbuf + 16 * 16 * kKC + kScratchSkew;
-    float* accs = vbuf + 16 * 16 * kVC + kScratchSkew;
+    float* kbuf = kt + kKeyBlock * 16 * kKC + kScratchSkew;
+    float* vbuf = kbuf + kKeyBlock * 16 * kKC + kScratchSkew;
+    float* accs = vbuf + kKeyBlock * 16 * kVC + kScratchSkew;
     auto rows = reinterpret_cast<HeadState*>(accs + kQueryTile * group * 16 * kVC);
     const KvView K = key_view(a), V = value_view(a);
     const int64_t last = a.start_pos + t0 + nt - 1;
@@ -250,30 +264,40 @@ void attend_tile(const Attention& a, int64_t t0, int nt, float* mem) {
             rows[i] = {-INFINITY, 0.0f, accs + i * 16 * kVC};
             unrolled<kVC>([&](int c) { _mm512_store_ps(rows[i].acc + 16 * c, _mm512_setzero_ps()); });
         }
-        for (int64_t j0 = first0; j0 <= last; j0 += 16) {
-            const int nb = static_cast<int>(last + 1 - j0 < 16 ? last + 1 - j0 : 16);
+        for (int64_t j0 = first0; j0 <= last; j0 += kKeyBlock) {
+            const int nb = static_cast<int>(last + 1 - j0 < kKeyBlock ? last + 1 - j0 : kKeyBlock);
             int64_t k_stride, v_stride;
             const float* krows = cache_rows(a, K, hk, j0, nb, a.head_dim_k, kKC, kbuf, k_stride);
-            for (int c = 0; c < kKC; c++) {
-                __m512 k[16];
-                for (int j = 0; j < 16; j++) k[j] = j >= nb ? _mm512_setzero_ps() : _mm512_loadu_ps(krows + j * k_stride + 16 * c);
-                transpose16(k);
-                for (int d = 0; d < 16; d++) _mm512_store_ps(kt + (16 * c + d) * 16, k[d]);
-            }
+            for (int sb = 0; 16 * sb < nb; sb++)
+                for (int c = 0; c < kKC; c++) {
+                    __m512 k[16];
+                    for (int j = 0; j < 16; j++)
+                        k[j] = 16 * sb + j >= nb ? _mm512_setzero_ps() : _mm512_loadu_ps(krows + (16 * sb + j) * k_stride + 16 * c);
+                    transpose16(k);
+                    for (int d = 0; d < 16; d++) _mm512_store_ps(kt + ((sb * kKC + c) * 16 + d) * 16, k[d]);
+                }
             const float* v = cache_rows(a, V, hk, j0, nb, a.head_dim_v, kVC, vbuf, v_stride);
             for (int i = 0; i < nt; i++) {
                 const int64_t pos = a.start_pos + t0 + i;
                 const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
                 if (j0 > pos || j0 + nb <= first) continue;
                 const int n_keys = static_cast<int>(pos + 1 - j0 < nb ? pos + 1 - j0 : nb);
-                const __mmask16 valid = static_cast<__mmask16>(tail_mask(n_keys) & ~tail_mask(first > j0 ? first - j0 : 0));
+                const int n_sub = (n_keys + 15) / 16;
+                __mmask16 valid[kSub];
+                for (int sb = 0; sb < n_sub; sb++) {
+                    const int64_t lo = first - j0 - 16 * sb;  // keys of the sub-block before the window
+                    valid[sb] = static_cast<__mmask16>(tail_mask(n_keys - 16 * sb) & ~tail_mask(lo > 0 ? lo : 0));
+                }
                 for (int64_t g = 0; g < group; g++) {
                     const float* q = a.q + (t0 + i) * a.q_token_stride + (hk * group + g) * a.q_head_stride;
-                    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-                    unrolled<16 * kKC>([&](int d) { s[d % 4] = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_load_ps(kt + 16 * d), s[d % 4]); });
-                    const __m512 dots = _mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]));
-                    softmax_accumulate<kVC>(a, _mm512_mul_ps(dots, _mm512_set1_ps(a.scale)), valid, v, v_stride, n_keys, kVC,
-                                            rows[i * group + g]);
+                    __m512 scaled[kSub];
+                    for (int sb = 0; sb < n_sub; sb++) {
+                        const float* kts = kt + sb * kKC * 16 * 16;
+                        __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+                        unrolled<16 * kKC>([&](int d) { s[d % 4] = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_load_ps(kts + 16 * d), s[d % 4]); });
+                        scaled[sb] = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])), _mm512_set1_ps(a.scale));
+                    }
+                    softmax_accumulate<kVC>(a, scaled, valid, n_sub, v, v_stride, n_keys, kVC, rows[i * group + g]);
                 }
             }
         }
@@ -288,7 +312,7 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const int64_t kc = (a.head_dim_k + 15) / 16, vc = (a.head_dim_v + 15) / 16;
     const int64_t group = a.n_head / a.n_head_kv;
     const size_t per_token = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + a.n_head * 16 * vc + 2 * kScratchSkew) + sizeof(HeadState) * a.n_head;
-    const size_t per_tile = sizeof(float) * (2 * 16 * 16 * kc + 16 * 16 * vc + kQueryTile * group * 16 * vc + 3 * kScratchSkew) +
+    const size_t per_tile = sizeof(float) * (2 * kKeyBlock * 16 * kc + kKeyBlock * 16 * vc + kQueryTile * group * 16 * vc + 3 * kScratchSkew) +
                             sizeof(HeadState) * kQueryTile * group;
     auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, per_token > per_tile ? per_token : per_tile));
     // whole tokens (all heads) of a contiguous-cache prefill with square 32/64/128 heads go by tiles of query tokens
