@@ -269,6 +269,7 @@ static void with_decoder(gguf::Type t, F&& f) {
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end);
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 void matmul_quant(const Matmul& m, int64_t r0, int64_t r1);
 void matmul_float(const Matmul& m, int64_t r0, int64_t r1);
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end);

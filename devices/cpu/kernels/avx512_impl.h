@@ -381,6 +381,7 @@ void packed_to_panel(gguf::Type type, const uint8_t* panel, int64_t K, int64_t k
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end);
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end);
 
 // The matrix-vector kernels' view of a decoder: by default the natural order of codes().

@@ -4,7 +4,6 @@
 #include "devices/cpu/kernels/kernels_impl.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
@@ -171,18 +170,7 @@ int64_t activation_row_bytes(Type weight_type, int64_t n_cols) {
     return static_cast<int64_t>(*bytes);
 }
 
-void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out) {
-    constexpr int kLanes = 16;
-    float lanes[kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (int l = 0; l < kLanes; l++) lanes[l] += x[i + l] * x[i + l];
-    for (; i < n; i++) lanes[i % kLanes] += x[i] * x[i];
-    float sum = 0.0f;
-    for (float l : lanes) sum += l;
-    const float r = 1.0f / std::sqrt(sum * static_cast<float>(1.0 / static_cast<double>(n)) + eps);
-    for (int64_t j = 0; j < n; j++) out[j] = x[j] * r * w[j];
-}
+void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out) { active_kernels().rms_norm(x, w, n, eps, out); }
 
 void swiglu_row(const float* gate, const float* up, int64_t n, float* out) { active_kernels().swiglu(gate, up, n, out); }
 

@@ -60,7 +60,7 @@ void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_c
 
 // out = x / sqrt(mean(x²) + eps) · w over one row of n values, as engine::rms_norm computes it: the mean
 // as the sum times the f32 constant 1/n, the reciprocal of the square root, then x · r · w (the sum in
-// 16 running lanes, so not bit-equal to a generated kernel's sum).
+// the variant's vector lanes, so not bit-equal to a generated kernel's sum).
 void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out);
 // out = silu(gate) · up over n values (SwiGLU), to about 2 ulp of the f32 formula.
 void swiglu_row(const float* gate, const float* up, int64_t n, float* out);

@@ -37,6 +37,7 @@ struct Kernels {
     void (*matmul)(const Matmul& m, int64_t row_begin, int64_t row_end);
     void (*attention)(const Attention& a, int64_t pair_begin, int64_t pair_end);
     void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
+    void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* out);
 };
 
 namespace scalar { extern const Kernels kernels; }

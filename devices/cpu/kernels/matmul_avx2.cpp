@@ -14,6 +14,6 @@ void matmul(const Matmul& m, int64_t r0, int64_t r1) {
 
 }  // namespace
 
-const Kernels kernels = {quantize_rows, matmul, attention, swiglu};
+const Kernels kernels = {quantize_rows, matmul, attention, swiglu, rms_norm};
 
 }  // namespace cpu_kernels::avx2

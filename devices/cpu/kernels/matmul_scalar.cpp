@@ -122,5 +122,5 @@ void matmul(const Matmul& m, int64_t row_begin, int64_t row_end) {
 }  // namespace cpu_kernels::scalar
 
 namespace cpu_kernels::scalar {
-const Kernels kernels = {quantize_rows, matmul, attention, swiglu};
+const Kernels kernels = {quantize_rows, matmul, attention, swiglu, rms_norm};
 }  // namespace cpu_kernels::scalar

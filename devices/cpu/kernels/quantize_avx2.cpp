@@ -149,4 +149,22 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
     for (; i < n; i++) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        s0 = _mm256_fmadd_ps(a, a, s0), s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_add_ps(s0, s1));
+    float sum = 0.0f;
+    for (float l : lanes) sum += l;
+    for (; i < n; i++) sum += x[i] * x[i];
+    const float rs = 1.0f / std::sqrt(sum * static_cast<float>(1.0 / static_cast<double>(n)) + eps);
+    const __m256 r = _mm256_set1_ps(rs);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), r), _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) out[i] = x[i] * rs * w[i];
+}
+
 }  // namespace cpu_kernels::avx2

@@ -4,6 +4,8 @@
 // denormal flushing, unlike vcvtneps2bf16).
 #include "devices/cpu/kernels/avx512_impl.h"
 
+#include <cmath>
+
 namespace cpu_kernels::avx512 {
 
 using namespace gguf;
@@ -123,6 +125,25 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
         const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
         const __m512 s = _mm512_mask_mul_ps(inv, _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ), e, inv);
         _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(g, s), u));
+    }
+}
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+        s0 = _mm512_fmadd_ps(a, a, s0), s1 = _mm512_fmadd_ps(b, b, s1);
+    }
+    for (; i < n; i += 16) {
+        const __m512 a = _mm512_maskz_loadu_ps(n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1), x + i);
+        s0 = _mm512_fmadd_ps(a, a, s0);
+    }
+    const float sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    const __m512 r = _mm512_set1_ps(1.0f / std::sqrt(sum * static_cast<float>(1.0 / static_cast<double>(n)) + eps));
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), r), _mm512_maskz_loadu_ps(m, w + i)));
     }
 }
 

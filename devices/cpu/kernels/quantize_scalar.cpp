@@ -17,6 +17,19 @@ void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, v
         traits.quantize(x + r * x_stride, static_cast<uint8_t*>(out) + r * row_bytes, n_cols);
 }
 
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+    constexpr int kLanes = 16;
+    float lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int l = 0; l < kLanes; l++) lanes[l] += x[i + l] * x[i + l];
+    for (; i < n; i++) lanes[i % kLanes] += x[i] * x[i];
+    float sum = 0.0f;
+    for (float l : lanes) sum += l;
+    const float r = 1.0f / std::sqrt(sum * static_cast<float>(1.0 / static_cast<double>(n)) + eps);
+    for (int64_t j = 0; j < n; j++) out[j] = x[j] * r * w[j];
+}
+
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
     for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }

@@ -9,6 +9,7 @@ namespace cpu_kernels::scalar {
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out,
                    int64_t row_begin, int64_t row_end);
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 
 // One Q8 activation row split per group of `group` elements: the quants, d_x, Σq and d_x·Σq
 // (for Q8_1 its stored fp16 s, as ggml uses it).
