@@ -47,6 +47,18 @@ std::vector<double> as_activations(std::vector<double> x, gguf::Type weight, int
     return x;
 }
 
+// What linear gives on the CPU: x as the kernel sees it (as_activations) times the dequantized weights.
+std::vector<double> linear_ref(const std::vector<double>& x, const Weights& w, gguf::Type type, int64_t T, int64_t N, int64_t K) {
+    std::vector<double> xa = as_activations(x, type, K), want;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t r = 0; r < N; r++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += xa[t * K + k] * w.deq[r * K + k];
+            want.push_back(s);
+        }
+    return want;
+}
+
 }  // namespace
 
 TEST_CASE("linear multiplies by every weight dtype") {
@@ -56,13 +68,7 @@ TEST_CASE("linear multiplies by every weight dtype") {
             Weights w = weights(type, N, K, 1);
             std::vector<double> x = uniform(size_t(T * K), 2);
             for (auto& v : x) v = to_dtype(v, f32);
-            std::vector<double> xa = as_activations(x, type, K), want;
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t r = 0; r < N; r++) {
-                    double s = 0;
-                    for (int64_t k = 0; k < K; k++) s += xa[t * K + k] * w.deq[r * K + k];
-                    want.push_back(s);
-                }
+            const std::vector<double> want = linear_ref(x, w, type, T, N, K);
             Tensor y = linear(tensor(x, {T, K}, f32), w.t);
             REQUIRE(shape_str(y.shape()) == "(" + std::to_string(T) + "," + std::to_string(N) + ")");
             require_close(values(y), want, 1e-5, 1e-5, std::string(gguf::type_name(type)));
@@ -92,13 +98,7 @@ TEST_CASE("linear of an RMS-normalized input normalizes inside the quantization 
                 for (int64_t k = 0; k < K; k++) ss += x[t * K + k] * x[t * K + k];
                 for (int64_t k = 0; k < K; k++) normed.push_back(x[t * K + k] / std::sqrt(ss / double(K) + eps) * g[k]);
             }
-            std::vector<double> xa = as_activations(normed, type, K), want;
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t r = 0; r < N; r++) {
-                    double s = 0;
-                    for (int64_t k = 0; k < K; k++) s += xa[t * K + k] * w.deq[r * K + k];
-                    want.push_back(s);
-                }
+            const std::vector<double> want = linear_ref(normed, w, type, T, N, K);
             Tensor xt = tensor(x, {T, K}, f32), gt = tensor(g, {K}, f32);
             Tensor fused = linear(rms_norm(xt, gt, eps), w.t);
             fused.realize();
@@ -126,13 +126,7 @@ TEST_CASE("linear of a SwiGLU over a stacked gate | up makes it inside the quant
                 const double g = p[t * 2 * F + i], u = p[t * 2 * F + F + i];
                 glu.push_back(g / (1 + std::exp(-g)) * u);
             }
-        std::vector<double> xa = as_activations(glu, gguf::Type::Q8_0, F), want;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t r = 0; r < N; r++) {
-                double s = 0;
-                for (int64_t k = 0; k < F; k++) s += xa[t * F + k] * w.deq[r * F + k];
-                want.push_back(s);
-            }
+        const std::vector<double> want = linear_ref(glu, w, gguf::Type::Q8_0, T, N, F);
         Tensor gate_up = tensor(p, {T, 2 * F}, f32);  // a stacked gate | up linear's output
         Tensor fused = linear(silu(gate_up.slice(-1, 0, F)) * gate_up.slice(-1, F, F), w.t);
         fused.realize();
