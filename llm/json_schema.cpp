@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
 
 namespace llm {
 
@@ -89,6 +90,7 @@ public:
         prefix_ = name;
         std::string top = visit(root_, name, "");
         if (top != name) rules_[name] = top;
+        check_ref_cycles();
     }
 
 private:
@@ -119,13 +121,33 @@ private:
             if (!allowed.count(key) && !ANNOTATIONS.count(key)) fail(where, "keyword '" + key + "' is not supported here");
     }
 
+    struct Depth {  // nesting bound: hostile schemas must not exhaust the stack
+        int& d;
+        explicit Depth(int& d_) : d(++d_) {}
+        ~Depth() { --d; }
+    };
+
+    // A $ref rule that can reach itself through refs alone (anyOf, oneOf, $ref), before its value has
+    // read a character, is a left recursion GBNF cannot take; such a schema describes no finite value.
+    void check_ref_cycles() const {
+        std::map<std::string, int> color;  // 1 on the path, 2 done
+        std::function<void(const std::string&)> dfs = [&](const std::string& rule) {
+            color[rule] = 1;
+            if (auto it = heads_of_.find(rule); it != heads_of_.end())
+                for (const std::string& next : it->second) {
+                    if (color[next] == 1)
+                        fail(ref_names_.at(next), "'$ref' " + ref_names_.at(next) + " leads back to itself before any value is read");
+                    if (color[next] == 0) dfs(next);
+                }
+            color[rule] = 2;
+        };
+        for (const auto& [rule, heads] : heads_of_)
+            if (color[rule] == 0) dfs(rule);
+    }
+
     // The rule (or expression) producing the JSON of schema `s`.
     std::string visit(const json& s, const std::string& name, const std::string& where) {
-        struct Depth {  // nesting bound: hostile schemas must not exhaust the stack
-            int& d;
-            explicit Depth(int& d_) : d(++d_) {}
-            ~Depth() { --d; }
-        } guard(depth_);
+        Depth guard(depth_);
         if (depth_ > 64) fail(where, "the schema nests deeper than 64 levels");
         if (s.is_boolean()) {
             if (!s.get<bool>()) fail(where, "the schema 'false' accepts no value");
@@ -136,11 +158,15 @@ private:
             check_keywords(s, {"$ref"}, where);
             const std::string ref = s["$ref"].is_string() ? s["$ref"].get<std::string>() : "";
             auto it = refs_.find(ref);
-            if (it != refs_.end()) return it->second;
-            std::string rule = sanitize(prefix_ + "-ref" + ref.substr(1));
+            std::string rule = it != refs_.end() ? it->second : sanitize(prefix_ + "-ref" + ref.substr(1));
+            if (heads_) heads_->insert(rule);
+            if (it != refs_.end()) return rule;
             refs_[ref] = rule;  // before visiting: recursive schemas refer to it
+            ref_names_[rule] = ref;
             rules_[rule] = "";
+            std::set<std::string>* outer = std::exchange(heads_, &heads_of_[rule]);
             std::string body = visit(resolve(ref, where), rule, ref);
+            heads_ = outer;
             rules_[rule] = body;
             return rule;
         }
@@ -187,8 +213,12 @@ private:
         }
         if (!type.is_string()) fail(where, "'type' must be a string or a list of strings");
         const std::string t = type.get<std::string>();
-        if (t == "object") return object(s, name, where);
-        if (t == "array") return array(s, name, where);
+        if (t == "object" || t == "array") {  // their values begin with a character: no $ref is at the head inside
+            std::set<std::string>* outer = std::exchange(heads_, nullptr);
+            std::string rule = t == "object" ? object(s, name, where) : array(s, name, where);
+            heads_ = outer;
+            return rule;
+        }
         if (t == "string") return string(s, name, where);
         if (t == "integer") return integer(s, name, where);
         if (t == "number") {
@@ -201,13 +231,17 @@ private:
     }
 
     json merge_all_of(const json& s, const std::string& where) {
+        Depth guard(depth_);  // an allOf may $ref back to itself
+        if (depth_ > 64) fail(where, "'allOf' nests deeper than 64 levels (does a '$ref' in it lead back to it?)");
         check_keywords(s, {"allOf", "type", "properties", "required", "additionalProperties"}, where);
+        if (!s["allOf"].is_array()) fail(where, "'allOf' must be a list");
         json merged = {{"type", "object"}, {"properties", json::object()}, {"required", json::array()}};
         std::vector<json> parts = {s};
         for (const auto& p : s["allOf"]) parts.push_back(p);
         for (size_t i = 0; i < parts.size(); i++) {
             json part = parts[i];
-            if (i > 0 && part.contains("$ref")) part = resolve(part["$ref"].get<std::string>(), where);
+            if (i > 0 && part.is_object() && part.contains("$ref"))
+                part = resolve(part["$ref"].is_string() ? part["$ref"].get<std::string>() : "", where);
             if (i > 0 && part.contains("allOf")) part = merge_all_of(part, where);
             if (i > 0 && (!part.is_object() || (part.contains("type") && part["type"] != "object")))
                 fail(where, "'allOf' is supported for object schemas only");
@@ -377,7 +411,12 @@ private:
 
     const json& root_;
     std::map<std::string, std::string>& rules_;
-    std::map<std::string, std::string> refs_;
+    std::map<std::string, std::string> refs_;       // $ref -> its rule
+    std::map<std::string, std::string> ref_names_;  // rule -> its $ref
+    // The $ref rules each $ref rule's value can begin with (no character read before them), and the
+    // set being filled: none inside an object or array.
+    std::map<std::string, std::set<std::string>> heads_of_;
+    std::set<std::string>* heads_ = nullptr;
     std::string prefix_;
     int counter_ = 0;
     int depth_ = 0;

@@ -331,3 +331,31 @@ TEST_CASE("grammar budget: too many parse stacks or a long run of empty rules is
     calls += ")";
     CHECK(matches(calls, "<call>{\"name\": \"tool_17\", \"arguments\": {}}"));
 }
+
+// Found by fuzz_grammar: a schema whose $ref (directly, or through anyOf/allOf) comes back to itself
+// before any character is read wrote a left-recursive GBNF that the GBNF parser refused, or recursed
+// without end. The converter refuses such a schema itself, naming the $ref; recursion under an object
+// or an array (a tree) stays fine.
+TEST_CASE("json_schema: a $ref that reaches itself before reading a character is refused (found by fuzz_grammar)") {
+    for (const char* text : {
+             R"({"$defs":{"n":{"type":"integer"}},"$ref":"#"})",
+             R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})",
+             R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})",
+             // x reaches y under an array first (memoized there), then directly
+             R"({"$defs":{"x":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/y"}},{"$ref":"#/$defs/y"}]},
+                 "y":{"anyOf":[{"$ref":"#/$defs/x"},{"type":"null"}]}},"$ref":"#/$defs/x"})",
+             R"({"allOf":[{"$ref":"#"}]})",
+             R"({"type":"object","allOf":[{"$ref":"#/$defs/o"}],"$defs":{"o":{"allOf":[{"$ref":"#"}]}}})",
+         }) {
+        INFO(text);
+        CHECK_THROWS_AS(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(text)), llm::GrammarError);
+    }
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})")),
+                      Catch::Contains("'$ref' #") && Catch::Contains("before"));
+    CHECK_THROWS_AS(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":"object","allOf":[{"$ref":5}]})")), llm::GrammarError);
+    // a tree: recursion under an array and under an object
+    const char* tree = R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},
+        "kids":{"type":"array","items":{"$ref":"#/$defs/node"}},"next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},
+        "required":["v"]}},"$ref":"#/$defs/node"})";
+    CHECK(matches(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(tree)), R"({"v":1,"kids":[{"v":2,"kids":[]}],"next":{"v":3}})"));
+}

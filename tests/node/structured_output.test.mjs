@@ -192,6 +192,9 @@ describe("structured output → tinyllm serve (random-qwen2)", { skip: !have }, 
       [{ grammar: 'root ::= "a" [b-\n' }, /line 1 column/],
       [{ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object", patternProperties: { "^a": {} } } } } }, /'patternProperties'/],
       [{ json_schema: { type: "array", uniqueItems: true } }, /'uniqueItems'/],
+      // a $ref back to itself before any character: left recursion; through allOf it overflowed the stack
+      [{ json_schema: { anyOf: [{ $ref: "#" }, { type: "null" }] } }, /'\$ref' # leads back to itself/],
+      [{ json_schema: { type: "object", allOf: [{ $ref: "#" }] } }, /'allOf' nests deeper/],
     ];
     for (const [extra, message] of bad) {
       await assert.rejects(client.chat.completions.create({ ...base(1), ...extra }), (e) => e.status === 400 && message.test(e.message));
