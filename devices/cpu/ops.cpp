@@ -6,6 +6,7 @@
 #include "devices/cpu/kernels/ops_impl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 namespace devices::cpu {
@@ -35,7 +36,12 @@ void quantize_rows(const Quantize& a, int64_t b, int64_t e) {
 void quantize(Device& dev, const Quantize& a) { over<Quantize, quantize_rows>(dev, a, a.rows, 1); }
 
 // Items are the weight rows h * N + n: one hand matmul per matrix over the part of [b, e) in it.
-void linear_rows(const Linear& a, int64_t b, int64_t e) {
+struct LinearCall {
+    const Linear& a;
+    uint64_t key;  // of this call's activations, key + h for matrix h (Matmul::acts_key)
+};
+void linear_rows(const LinearCall& call, int64_t b, int64_t e) {
+    const Linear& a = call.a;
     const int64_t x_row = int64_t(*gguf::row_bytes(a.act, a.K)), w_row = int64_t(*gguf::row_bytes(a.type, a.K));
     for (int64_t h = b / a.N; h < a.H && h * a.N < e; h++) {
         ::cpu_kernels::Matmul m;
@@ -47,10 +53,15 @@ void linear_rows(const Linear& a, int64_t b, int64_t e) {
         m.y = a.y + h * a.T * a.N;
         m.y_stride = a.N;
         m.packed = a.packed;
+        m.acts_key = call.key + uint64_t(h);
         ::cpu_kernels::matmul(m, std::max(b, h * a.N) - h * a.N, std::min(e, (h + 1) * a.N) - h * a.N);
     }
 }
-void linear(Device& dev, const Linear& a) { over<Linear, linear_rows>(dev, a, a.H * a.N, ::cpu_kernels::kMatmulRowAlign); }
+void linear(Device& dev, const Linear& a) {
+    static std::atomic<uint64_t> next_key{1};
+    const LinearCall call{a, next_key.fetch_add(uint64_t(std::max<int64_t>(a.H, 1)))};
+    over<LinearCall, linear_rows>(dev, call, a.H * a.N, ::cpu_kernels::kMatmulRowAlign);
+}
 
 // The kernel's view of q, the caches and out, shared by both attention forms (the v strides and the
 // positions are each form's own).

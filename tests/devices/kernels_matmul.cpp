@@ -239,6 +239,41 @@ TEST_CASE("matmul split over threads gives the same bits as one call") {
     }
 }
 
+// The CPU device keys each product's activations (Matmul::acts_key) so that a thread prepares them once
+// for all its row ranges of it: ranges in any order, panel cuts (whose rows go to the matrix-vector
+// kernel, which takes the scratch slot in between) and a new x under a new key must all give the bits
+// of the same calls without a key.
+TEST_CASE("matmul row ranges of one product sharing an activations key give the bits of unkeyed calls") {
+    for (const auto& [isa, amx] : variants_with_amx()) {
+        ActiveIsa active(isa);
+        AmxEnabled tiles(amx);
+        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K, Type::Q5_1})
+            for (bool packed : {false, true}) {
+                if (packed && (!ck::can_pack(type, 96, 512) || isa != Isa::AVX512)) continue;
+                Rng rng(5);
+                const int64_t n_rows = 96, n_cols = 512, n_tokens = 21;
+                const std::vector<uint8_t> w = random_weights(rng, type, n_rows, n_cols);
+                std::vector<uint8_t> panels(w.size());
+                if (packed) ck::pack_rows(type, w.data(), n_rows, n_cols, panels.data(), 0, n_rows / ck::kPanelRows);
+                std::vector<uint8_t> x(n_tokens * ck::activation_row_bytes(type, n_cols));
+                ck::Matmul m;
+                m.type = type, m.w = packed ? panels.data() : w.data(), m.packed = packed;
+                m.n_rows = n_rows, m.n_cols = n_cols, m.x = x.data(), m.n_tokens = n_tokens, m.y_stride = n_rows;
+                for (uint64_t key : {41, 42}) {  // a new x for the second key
+                    const std::vector<float> xf = random_floats(rng, n_tokens * n_cols);
+                    ck::quantize_rows(ck::activation_type(type), xf.data(), n_cols, n_cols, x.data(), 0, n_tokens);
+                    std::vector<float> unkeyed(n_tokens * n_rows), keyed(n_tokens * n_rows);
+                    for (auto [y, k] : {std::pair{unkeyed.data(), uint64_t(0)}, {keyed.data(), key}}) {
+                        m.y = y, m.acts_key = k;
+                        for (auto [r0, r1] : {std::pair<int64_t, int64_t>{32, 64}, {0, 16}, {64, 70}, {70, 96}, {16, 32}}) ck::matmul(m, r0, r1);
+                    }
+                    INFO(ck::isa_name(isa) << (amx ? "+amx " : " ") << gguf::type_name(type) << (packed ? " packed" : "") << " key " << key);
+                    CHECK(std::memcmp(unkeyed.data(), keyed.data(), keyed.size() * sizeof(float)) == 0);
+                }
+            }
+    }
+}
+
 namespace {
 
 // y = W·x on the active variant for random W, x of one type and shape.

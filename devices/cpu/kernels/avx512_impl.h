@@ -352,8 +352,9 @@ struct GroupAct {
 namespace amx {
 // Bytes of the tile-ordered activations of n_tokens tokens.
 size_t acts_bytes(int64_t n_tokens, int64_t K, int group);
-// Re-lays the per-token activations into 16-token blocks (tokens past n_tokens are zero) at `mem`.
-void prepare_acts(const GroupAct* x, int64_t n_tokens, int64_t K, int group, bool has_min, uint8_t* mem);
+// The activations' rows (format `act`: Q8_0, Q8_1 or Q8_K; group 32) laid into 16-token blocks
+// (tokens past n_tokens are zero) at `mem`, with d_x and, for types with mins, d_x·Σq per group.
+void prepare_acts(gguf::Type act, const uint8_t* x, int64_t n_tokens, int64_t K, int group, bool has_min, uint8_t* mem);
 // Codes of a packed panel of k_len columns minus the type's zero point, as signed bytes.
 void make_signed(const Panel& p, int64_t k_len, int zero);
 // As the AVX-512 gemm_tokens: 16 panel rows × n_tokens over groups [g0, g0 + n_groups) of the
@@ -374,8 +375,10 @@ void matmul_float(const Matmul& m, int64_t r0, int64_t r1);
 
 // Weights packed as panels of 16 rows (Matmul::packed), any number of tokens: packed_avx512.cpp.
 void gemv_packed(const Matmul& m, int64_t r0, int64_t r1);
-// Columns [k0, k0 + k_len) of one packed panel (K columns) as the matrix-matrix kernels' Panel.
-void packed_to_panel(gguf::Type type, const uint8_t* panel, int64_t K, int64_t k0, int64_t k_len, const Panel& p);
+// Columns [k0, k0 + k_len) of one packed panel (K columns) as the matrix-matrix kernels' Panel; with
+// `signed_codes` (AMX) the codes minus the type's zero point, as make_signed leaves them.
+void packed_to_panel(gguf::Type type, const uint8_t* panel, int64_t K, int64_t k0, int64_t k_len, const Panel& p,
+                     bool signed_codes = false);
 
 // Activation quantizers: quantize_avx512.cpp.
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,

@@ -286,16 +286,27 @@ namespace {
 struct ScratchBuffers {
     void* ptr[static_cast<int>(ScratchSlot::COUNT)] = {};
     size_t size[static_cast<int>(ScratchSlot::COUNT)] = {};
+    uint64_t key[static_cast<int>(ScratchSlot::COUNT)] = {};  // of the contents; 0: unnamed
     ~ScratchBuffers() {
         for (void* p : ptr) std::free(p);
     }
 };
 
+thread_local ScratchBuffers buffers;
+
 }  // namespace
 
-void* scratch(ScratchSlot slot, size_t bytes) {
-    thread_local ScratchBuffers buffers;
+void* scratch_keyed(ScratchSlot slot, size_t bytes, uint64_t key, bool& kept) {
     const int i = static_cast<int>(slot);
+    kept = key != 0 && buffers.key[i] == key && buffers.size[i] >= bytes;
+    void* p = scratch(slot, bytes);
+    buffers.key[i] = key;
+    return p;
+}
+
+void* scratch(ScratchSlot slot, size_t bytes) {
+    const int i = static_cast<int>(slot);
+    buffers.key[i] = 0;
     if (buffers.size[i] < bytes) {
         std::free(buffers.ptr[i]);
         const size_t rounded = (bytes + 63) / 64 * 64;  // aligned_alloc wants a multiple of the alignment

@@ -274,23 +274,49 @@ size_t acts_bytes(int64_t n_tokens, int64_t K, int group) {
     return static_cast<size_t>((n_tokens + kBlockTokens - 1) / kBlockTokens) * block_bytes(K, group);
 }
 
-void prepare_acts(const GroupAct* x, int64_t n_tokens, int64_t K, int group, bool has_min, uint8_t* mem) {
+void prepare_acts(gguf::Type act, const uint8_t* x, int64_t n_tokens, int64_t K, int group, bool has_min, uint8_t* mem) {
     const int64_t n_groups = K / group;
+    const size_t row_bytes = *gguf::row_bytes(act, K);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kBlockTokens) {
         uint8_t* block = mem + (t0 / kBlockTokens) * block_bytes(K, group);
         auto d = reinterpret_cast<float*>(block + kBlockTokens * K);
         float* m = d + kBlockTokens * n_groups;
         for (int t = 0; t < kBlockTokens; t++) {
-            const bool real = t0 + t < n_tokens;  // padding tokens: zero quants and scales
-            const GroupAct* a = x + t0 + t;
+            if (t0 + t >= n_tokens) {  // padding tokens: zero quants and scales
+                for (int64_t g = 0; g < n_groups; g++) {
+                    std::memset(block + (g * kBlockTokens + t) * group, 0, static_cast<size_t>(group));
+                    d[g * kBlockTokens + t] = m[g * kBlockTokens + t] = 0.0f;
+                }
+                continue;
+            }
+            const uint8_t* row = x + (t0 + t) * row_bytes;
+            if (act == gguf::Type::Q8_K) {  // 256-element blocks; d_x·Σq from the 16-element sums
+                for (int64_t g = 0; g < n_groups; g++) {
+                    auto blk = reinterpret_cast<const gguf::block_q8_K*>(row) + g * group / gguf::QK_K;
+                    const int64_t j = g % (gguf::QK_K / group);
+                    std::memcpy(block + (g * kBlockTokens + t) * group, blk->qs + j * group, static_cast<size_t>(group));
+                    d[g * kBlockTokens + t] = blk->d;
+                    int32_t sum = 0;
+                    if (has_min)
+                        for (int i = 0; i < group / 16; i++) sum += blk->bsums[j * group / 16 + i];
+                    m[g * kBlockTokens + t] = blk->d * static_cast<float>(sum);
+                }
+                continue;
+            }
+            // Q8_0 and Q8_1: one 32-element block per group (d, [d·Σq,] quants)
+            const bool q8_1 = act == gguf::Type::Q8_1;
+            const int bpb = q8_1 ? 36 : 34;
             for (int64_t g = 0; g < n_groups; g++) {
-                uint8_t* q = block + (g * kBlockTokens + t) * group;
-                if (real)
-                    std::memcpy(q, a->q + g * group, static_cast<size_t>(group));
-                else
-                    std::memset(q, 0, static_cast<size_t>(group));
-                d[g * kBlockTokens + t] = real ? a->d[g] : 0.0f;
-                m[g * kBlockTokens + t] = real && has_min ? static_cast<const float*>(a->zero_or_sum)[g] : 0.0f;
+                const uint8_t* blk = row + g * bpb;
+                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (q8_1 ? 4 : 2)));
+                _mm256_store_si256(reinterpret_cast<__m256i*>(block + (g * kBlockTokens + t) * group), q);
+                d[g * kBlockTokens + t] = half_to_float(load_u16(blk));
+                float sum = 0.0f;
+                if (has_min)
+                    sum = q8_1 ? half_to_float(load_u16(blk + 2))
+                               : d[g * kBlockTokens + t] * static_cast<float>(_mm512_reduce_add_epi32(
+                                                               _mm512_madd_epi16(_mm512_cvtepi8_epi16(q), _mm512_set1_epi16(1))));
+                m[g * kBlockTokens + t] = sum;
             }
         }
     }

@@ -188,14 +188,20 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
     // On AMX the activations are re-laid into 16-token tiles after the per-token ones. 16-element
     // groups (q2_K, q3_K, q6_K) stay on AVX-512: a tile product per 16 columns does not pay for storing
     // and scaling its results (bench_cpu_kernels: 0.5-0.8× on 100M shapes).
+    // The activations are prepared once per thread and matrix: the thread's later row ranges of the
+    // same product (m.acts_key) find them in the scratch slot.
     const bool amx = amx_active() && group == 32;
-    const size_t per_token_bytes = (m.n_tokens * (K + 8 * n_groups + sizeof(GroupAct)) + 63) / 64 * 64;
-    auto acts = static_cast<uint8_t*>(scratch(
-        ScratchSlot::ACTIVATIONS, per_token_bytes + (amx ? amx::acts_bytes(m.n_tokens, K, static_cast<int>(group)) : 0)));
+    const size_t acts_bytes = amx ? amx::acts_bytes(m.n_tokens, K, static_cast<int>(group))
+                                  : m.n_tokens * (K + 8 * n_groups + sizeof(GroupAct));
+    bool kept = false;
+    auto acts = static_cast<uint8_t*>(scratch_keyed(ScratchSlot::ACTIVATIONS, acts_bytes, m.acts_key, kept));
+    uint8_t* amx_acts = acts;
     auto groups = reinterpret_cast<GroupAct*>(acts + m.n_tokens * (K + 8 * n_groups));
-    prepare_group_acts(m.type, static_cast<const uint8_t*>(m.x), K, m.n_tokens, acts, groups);
-    uint8_t* amx_acts = acts + per_token_bytes;
-    if (amx) amx::prepare_acts(groups, m.n_tokens, K, static_cast<int>(group), layout.has_min, amx_acts);
+    if (!kept && amx)
+        amx::prepare_acts(activation_type(m.type), static_cast<const uint8_t*>(m.x), m.n_tokens, K, static_cast<int>(group),
+                          layout.has_min, amx_acts);
+    else if (!kept)
+        prepare_group_acts(m.type, static_cast<const uint8_t*>(m.x), K, m.n_tokens, acts, groups);
 
     // Columns in slices of kc, so that the slice of every token's activations stays in L2 while all
     // panels pass over it; each slice of a panel is packed once.
@@ -211,10 +217,13 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; r += kPanelRows) {
                 const int n_rows = static_cast<int>(r1 - r < kPanelRows ? r1 - r : kPanelRows);
                 const uint8_t* w = static_cast<const uint8_t*>(m.w) + r * row_bytes + (k0 / D::kUnit) * unit_bytes;
+                // AMX multiplies signed codes: the zero point comes off as the panel is unpacked
                 if (m.packed)
-                    packed_to_panel(m.type, static_cast<const uint8_t*>(m.w) + (r / kPanelRows) * kPanelRows * row_bytes, K, k0, k_len, panel);
+                    packed_to_panel(m.type, static_cast<const uint8_t*>(m.w) + (r / kPanelRows) * kPanelRows * row_bytes, K, k0,
+                                    k_len, panel, amx);
                 else
                     pack_panel<D>(w, row_bytes, n_rows, k_len, static_cast<int>(group), panel);
+                if (amx && !m.packed && layout.zero) amx::make_signed(panel, k_len, layout.zero);
                 const bool first = k0 == 0;
                 float* y = m.y + r;
                 if (amx) {
@@ -226,7 +235,6 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
                         ahead = static_cast<const uint8_t*>(m.w) + (r / kPanelRows + 1) * kPanelRows * row_bytes + begin;
                         ahead_bytes = panel_code_bytes(m.type, k0 + k_len) - begin;
                     }
-                    amx::make_signed(panel, k_len, layout.zero);
                     amx::gemm_tokens(panel, g0, k_groups, amx_acts, m.n_tokens, K, static_cast<int>(group),
                                      layout.has_min, y, m.y_stride, n_rows, first, ahead, ahead_bytes);
                     continue;

@@ -78,6 +78,9 @@ struct Matmul {
     float* y = nullptr;                 // (n_tokens, y_stride): y[t * y_stride + r]
     int64_t y_stride = 0;               // ≥ n_rows
     bool packed = false;                // w holds pack_rows() panels instead of GGUF rows
+    // Nonzero: every call with this key has the same x, so a thread's later row ranges of the product
+    // may reuse the activations it prepared for an earlier one (matrix-matrix kernels). 0: never.
+    uint64_t acts_key = 0;
 };
 
 // Checks sizes and types; throws Error. matmul() calls it too.

@@ -59,6 +59,10 @@ void unpack_panel(gguf::Type weight_type, const uint8_t* panel, int64_t n_cols, 
 // Slots let one call hold several buffers at once.
 enum class ScratchSlot { ACTIVATIONS, WEIGHTS, TILE, UNPACKED, COUNT };  // UNPACKED: packed rows back in GGUF form
 void* scratch(ScratchSlot slot, size_t bytes);
+// As scratch(), for contents worth keeping between calls: `kept` is true when the slot was last taken
+// by scratch_keyed with the same nonzero `key` (and as many bytes), so it still holds what that caller
+// left in it.
+void* scratch_keyed(ScratchSlot slot, size_t bytes, uint64_t key, bool& kept);
 
 // Half-precision conversion for scalar code (gguf has the reference conversions).
 float fp16_to_f32(uint16_t h);

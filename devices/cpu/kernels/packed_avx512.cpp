@@ -278,10 +278,14 @@ void panel_tokens(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int6
 
 }  // namespace
 
-void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int64_t k_len, const Panel& p) {
-    auto put = [&](int64_t dword, __m512i v) { _mm512_store_si512(p.codes + 64 * dword, v); };
+void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int64_t k_len, const Panel& p, bool signed_codes) {
+    const __m512i zero = _mm512_set1_epi8(static_cast<char>(signed_codes ? quant_layout(type)->zero : 0));
+    auto put = [&](int64_t dword, __m512i v) { _mm512_store_si512(p.codes + 64 * dword, _mm512_sub_epi8(v, zero)); };
     if (type == Type::Q8_0) {  // the codes are already in the matrix-matrix order
-        std::memcpy(p.codes, panel + kPanelRows * k0, kPanelRows * k_len);
+        if (signed_codes)
+            for (int64_t i = 0; i < kPanelRows * k_len / 64; i++) put(i, _mm512_loadu_si512(panel + kPanelRows * k0 + 64 * i));
+        else
+            std::memcpy(p.codes, panel + kPanelRows * k0, kPanelRows * k_len);
         for (int64_t g = 0; g < k_len / 32; g++) {
             _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K + 32 * (k0 / 32 + g)));
             _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
