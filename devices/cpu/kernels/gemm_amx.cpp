@@ -130,6 +130,64 @@ void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, in
 
 // ---- F16 / BF16 weights ----------------------------------------------------------------------------
 //
+// Q8_K activations (Q4_K, Q5_K): d_x is one per 256 elements, so, as the AVX-512 kernel does, the 8
+// groups of a super-block are summed scaled by the weights' scales alone and then by d_x once (a
+// multiply less per group than tiles<>), in the AVX-512 kernel's order of operations: the same bits.
+// The 8 groups' tile products of the next super-block are issued while this one's are scaled.
+template <bool kMin>
+void tiles_super(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
+                 float* y, int64_t y_stride, int n_rows, bool first, const uint8_t* ahead, int64_t ahead_bytes) {
+    constexpr int kGroup = 32, kPer = 256 / kGroup;  // groups of a super-block
+    configure(kGroup);
+    const int64_t n_supers = n_groups / kPer;  // slices hold whole super-blocks
+    const int64_t n_steps = (n_tokens + kBlockTokens - 1) / kBlockTokens * n_supers;
+    const int64_t lines_per_step = n_steps ? (ahead_bytes / 64 + n_steps - 1) / n_steps : 0;
+    int64_t ahead_done = 0;
+    const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
+    const int64_t all_groups = K / kGroup;
+    alignas(64) int32_t dots[2][kPer][kBlockTokens][16];  // [super-block parity][group][token][row]
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kBlockTokens) {
+        const int n_block = static_cast<int>(n_tokens - t0 < kBlockTokens ? n_tokens - t0 : kBlockTokens);
+        const uint8_t* block = acts + (t0 / kBlockTokens) * block_bytes(K, kGroup);
+        const auto d = reinterpret_cast<const float*>(block + kBlockTokens * K);
+        const float* m = d + kBlockTokens * all_groups;
+        float* yt = y + t0 * y_stride;
+        __m512 acc[kBlockTokens];
+#pragma GCC unroll 16
+        for (int t = 0; t < kBlockTokens; t++)
+            acc[t] = first || t >= n_block ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, yt + t * y_stride);
+        for (int q = 0; q < kPer / 2; q++) dot_pair<kGroup, false>(p, 2 * q, block, g0 + 2 * q, &dots[0][2 * q]);
+        for (int64_t sb = 0; sb < n_supers; sb++) {
+            const int parity = static_cast<int>(sb & 1);
+            const bool next = sb + 1 < n_supers;
+            const int64_t j0 = sb * kPer, gs = g0 + j0;  // first group in the panel, in the activations
+            for (int64_t l = 0; l < lines_per_step && ahead_done < ahead_bytes; l++, ahead_done += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(ahead + ahead_done), _MM_HINT_T1);
+#pragma GCC unroll 16
+            for (int t = 0; t < kBlockTokens; t++) {
+                if (t % 4 == 0 && next) {  // a pair of the next super-block's groups per 4 tokens
+                    const int q = t / 4;
+                    int32_t(*out)[kBlockTokens][16] = &dots[parity ^ 1][2 * q];
+                    if (q & 1)
+                        dot_pair<kGroup, true>(p, j0 + kPer + 2 * q, block, gs + kPer + 2 * q, out);
+                    else
+                        dot_pair<kGroup, false>(p, j0 + kPer + 2 * q, block, gs + kPer + 2 * q, out);
+                }
+                __m512 super = _mm512_setzero_ps();
+#pragma GCC unroll 8
+                for (int g = 0; g < kPer; g++) {
+                    super = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(dots[parity][g][t])),
+                                            _mm512_load_ps(p.s + 16 * (j0 + g)), super);
+                    if (kMin)
+                        acc[t] = _mm512_fmadd_ps(_mm512_load_ps(p.o + 16 * (j0 + g)), _mm512_set1_ps(m[kBlockTokens * (gs + g) + t]), acc[t]);
+                }
+                acc[t] = _mm512_fmadd_ps(super, _mm512_set1_ps(d[kBlockTokens * gs + t]), acc[t]);
+            }
+        }
+        for (int t = 0; t < n_block; t++) _mm512_mask_storeu_ps(yt + t * y_stride, keep, acc[t]);
+    }
+}
+
 // Tiles of this part are all 16 rows × 64 bytes (configuration 64): C tiles 0, 1 (16 tokens × 16 weight
 // rows, f32), A tiles 2, 3 (16 tokens × 32 bf16: the high and low parts), B tiles 4-7 (16 pairs of
 // columns × 16 weight rows × 2 bf16: high and low parts of two 16-row halves of a 32-row panel).
@@ -331,8 +389,11 @@ void make_signed(const Panel& p, int64_t k_len, int zero) {
 }
 
 void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
-                 int group, bool has_min, float* y, int64_t y_stride, int n_rows, bool first, const uint8_t* ahead,
+                 int group, bool has_min, bool super, float* y, int64_t y_stride, int n_rows, bool first, const uint8_t* ahead,
                  int64_t ahead_bytes) {
+    if (super)  // the caller's 32-element groups
+        return has_min ? tiles_super<true>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes)
+                       : tiles_super<false>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes);
     auto run = [&]<int kGroup, bool kMin>() {
         tiles<kGroup, kMin>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes);
     };

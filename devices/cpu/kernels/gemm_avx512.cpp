@@ -236,7 +236,7 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
                         ahead_bytes = panel_code_bytes(m.type, k0 + k_len) - begin;
                     }
                     amx::gemm_tokens(panel, g0, k_groups, amx_acts, m.n_tokens, K, static_cast<int>(group),
-                                     layout.has_min, y, m.y_stride, n_rows, first, ahead, ahead_bytes);
+                                     layout.has_min, super, y, m.y_stride, n_rows, first, ahead, ahead_bytes);
                     continue;
                 }
                 auto run = [&]<bool kMin, int kGroup, bool kSuper>() {
