@@ -338,17 +338,10 @@ struct Panel {
     float* o;        // n_groups · 16
 };
 
-// One token's activation per group: the quants, d_x, and −zero·Σq (int32) or d_x·Σq (float).
-struct GroupAct {
-    const int8_t* q;
-    const float* d;
-    const void* zero_or_sum;
-};
-
-// The AMX kernels (gemm_amx.cpp; run only when amx_active()). They take the same packed panels and
-// per-token activations as the AVX-512 ones and compute the same integer dot products, 16 tokens × 16
-// rows × one group per tile instruction, with the codes made signed (u − zero) so that no zero-point
-// correction is needed.
+// The AMX kernels (gemm_amx.cpp; run only when amx_active()). They take the same packed panels as the
+// AVX-512 ones, with the activations laid out in 16-token tiles, and compute the same integer dot
+// products, 16 tokens × 16 rows × one group per tile instruction, with the codes made signed
+// (u − zero) so that no zero-point correction is needed.
 namespace amx {
 // Bytes of the tile-ordered activations of n_tokens tokens.
 size_t acts_bytes(int64_t n_tokens, int64_t K, int group);

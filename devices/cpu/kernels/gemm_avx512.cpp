@@ -13,6 +13,13 @@ namespace {
 constexpr int kPanelRows = 16;
 constexpr int kTileTokens = 8;
 
+// One token's activation per group: the quants, d_x, and −zero·Σq (int32) or d_x·Σq (float).
+struct GroupAct {
+    const int8_t* q;
+    const float* d;
+    const void* zero_or_sum;
+};
+
 // In-register transpose of a 16×16 matrix of int32 (the float transpose moves lanes, whatever they hold).
 void transpose16(__m512i r[16]) {
     __m512 f[16];
@@ -185,11 +192,11 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
     const int64_t K = m.n_cols, group = layout.group, n_groups = K / group;
     const size_t row_bytes = bytes_per_row(m.type, K);
 
-    // On AMX the activations are re-laid into 16-token tiles after the per-token ones. 16-element
-    // groups (q2_K, q3_K, q6_K) stay on AVX-512: a tile product per 16 columns does not pay for storing
-    // and scaling its results (bench_cpu_kernels: 0.5-0.8× on 100M shapes).
-    // The activations are prepared once per thread and matrix: the thread's later row ranges of the
-    // same product (m.acts_key) find them in the scratch slot.
+    // On AMX the activations go from their rows straight into 16-token tiles; else into per-token
+    // groups. 16-element groups (q2_K, q3_K, q6_K) stay on AVX-512: a tile product per 16 columns does
+    // not pay for storing and scaling its results (bench_cpu_kernels: 0.5-0.8× on 100M shapes; 1.0×
+    // with super-block scaling). They are prepared once per thread and product: the thread's later row
+    // ranges of the same product (m.acts_key) find them in the scratch slot.
     const bool amx = amx_active() && group == 32;
     const size_t acts_bytes = amx ? amx::acts_bytes(m.n_tokens, K, static_cast<int>(group))
                                   : m.n_tokens * (K + 8 * n_groups + sizeof(GroupAct));
