@@ -350,12 +350,12 @@ size_t acts_bytes(int64_t n_tokens, int64_t K, int group);
 void prepare_acts(gguf::Type act, const uint8_t* x, int64_t n_tokens, int64_t K, int group, bool has_min, uint8_t* mem);
 // Codes of a packed panel of k_len columns minus the type's zero point, as signed bytes.
 void make_signed(const Panel& p, int64_t k_len, int zero);
-// As the AVX-512 gemm_tokens: 16 panel rows × n_tokens over groups [g0, g0 + n_groups) of the
-// activations (`super`: Q8_K ones, n_groups whole super-blocks); adds to y unless `first`. Meanwhile
-// the `ahead_bytes` at `ahead` (the next panel's weights) are prefetched into L2, a few lines per
-// step, so that unpacking them does not wait on memory.
+// As the AVX-512 gemm_tokens, for 32-element groups: 16 panel rows × n_tokens over groups [g0, g0 +
+// n_groups) of the activations (`super`: Q8_K ones, n_groups whole super-blocks); adds to y unless
+// `first`. Meanwhile the `ahead_bytes` at `ahead` (the next panel's weights) are prefetched into L2, a
+// few lines per step, so that unpacking them does not wait on memory.
 void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
-                 int group, bool has_min, bool super, float* y, int64_t y_stride, int n_rows, bool first,
+                 bool has_min, bool super, float* y, int64_t y_stride, int n_rows, bool first,
                  const uint8_t* ahead = nullptr, int64_t ahead_bytes = 0);
 // F16 and BF16 weights (m.type) with activations of the same type, from 8 tokens on, K a multiple of
 // 32: bf16 tiles summing in f32. An F16 value is split exactly into two bf16 (the nearest one and the

@@ -36,26 +36,11 @@ static_assert(sizeof(TileConfig) == 64);
 // size changes (64: every tile 16 rows × 64 bytes, the F16/BF16 tiles). (The configurations are constants in memory: GCC 12 drops stores into a stack buffer
 // whose only reader is ldtilecfg.)
 void configure(int group) {
-    static constexpr TileConfig kGroup16{16}, kGroup32{32}, kGroup64{64};
+    static constexpr TileConfig kGroup32{32}, kGroup64{64};
     thread_local int configured_group = 0;
     if (configured_group == group) return;
-    _tile_loadconfig(group == 16 ? &kGroup16 : group == 32 ? &kGroup32 : &kGroup64);
+    _tile_loadconfig(group == 32 ? &kGroup32 : &kGroup64);
     configured_group = group;
-}
-
-// acc[t] += dot[t] · s · d_x[t] (+ o · (d_x·Σq)[t]): the AVX-512 kernel's arithmetic, in its order.
-template <bool kMin>
-inline void scale_group(const int32_t (*dot)[16], const float* s, const float* o, const float* d, const float* m,
-                        __m512 acc[kBlockTokens]) {
-    const __m512 sv = _mm512_load_ps(s);
-#pragma GCC unroll 16
-    for (int t = 0; t < kBlockTokens; t++)
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(dot[t])), _mm512_mul_ps(sv, _mm512_set1_ps(d[t])), acc[t]);
-    if (kMin) {
-        const __m512 ov = _mm512_load_ps(o);
-#pragma GCC unroll 16
-        for (int t = 0; t < kBlockTokens; t++) acc[t] = _mm512_fmadd_ps(ov, _mm512_set1_ps(m[t]), acc[t]);
-    }
 }
 
 // The dot products of groups g, g + 1 (panel groups j, j + 1) of a block of tokens, into out[0], out[1],
@@ -84,68 +69,49 @@ inline void dot_pair(const Panel& p, int64_t j, const uint8_t* block, int64_t g,
     }
 }
 
-template <int kGroup, bool kMin>
-void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K, float* y,
-           int64_t y_stride, int n_rows, bool first, const uint8_t* ahead, int64_t ahead_bytes) {
-    configure(kGroup);
-    // Lines of `ahead` per step of two groups, spread over all the steps of all token blocks.
-    const int64_t n_steps = (n_tokens + kBlockTokens - 1) / kBlockTokens * (n_groups / 2);
-    const int64_t lines_per_step = n_steps ? (ahead_bytes / 64 + n_steps - 1) / n_steps : 0;
-    int64_t ahead_done = 0;
-    const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
-    const int64_t all_groups = K / kGroup;
-    alignas(64) int32_t dots[2][2][kBlockTokens][16];  // [step parity][group of the pair][token][row]
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kBlockTokens) {
-        const int n_block = static_cast<int>(n_tokens - t0 < kBlockTokens ? n_tokens - t0 : kBlockTokens);
-        const uint8_t* block = acts + (t0 / kBlockTokens) * block_bytes(K, kGroup);
-        const auto d = reinterpret_cast<const float*>(block + kBlockTokens * K);
-        const float* m = d + kBlockTokens * all_groups;
-        float* yt = y + t0 * y_stride;
-        __m512 acc[kBlockTokens];
+// Up to 8 groups of a 16-token block (their tile products in dots[group][token][row]), scaled token by
+// token into acc: per group acc[t] += dot·s·d_x (+ o·d_x·Σq); or, for Q8_K activations (kSuper: the 8
+// groups are one super-block, whose d_x is one), the groups' dot·s summed and multiplied by d_x once,
+// each group's o·d_x·Σq added first. The AVX-512 kernel's arithmetic in its order, so the same bits.
+// Meanwhile issue(q) starts the tile products of pair q of the next chunk (q < next_pairs), one pair
+// every 4 tokens, so that the tile unit works while the vector units scale.
+template <bool kSuper, bool kMin, int kCount, class Issue>
+inline void scale_chunk(const int32_t (*dots)[kBlockTokens][16], const float* s, const float* o, const float* d,
+                        const float* m, __m512 acc[kBlockTokens], int next_pairs, Issue&& issue) {
 #pragma GCC unroll 16
-        for (int t = 0; t < kBlockTokens; t++)
-            acc[t] = first || t >= n_block ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, yt + t * y_stride);
-        // Two groups per step (slices hold whole 64-element units, so n_groups is even), pipelined: the
-        // tiles of the next step are multiplied and stored while this step's results are scaled, so
-        // the vector loads do not wait for the tile stores.
-        dot_pair<kGroup, false>(p, 0, block, g0, dots[0]);
-        for (int64_t j = 0; j < n_groups; j += 2) {
-            const int parity = static_cast<int>(j / 2) & 1;
-            if (j + 2 < n_groups) {  // C tiles alternate too: tiles are not renamed
-                if (parity)
-                    dot_pair<kGroup, false>(p, j + 2, block, g0 + j + 2, dots[0]);
-                else
-                    dot_pair<kGroup, true>(p, j + 2, block, g0 + j + 2, dots[1]);
-            }
-            for (int64_t l = 0; l < lines_per_step && ahead_done < ahead_bytes; l++, ahead_done += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(ahead + ahead_done), _MM_HINT_T1);
-            const int64_t g = g0 + j;
-            for (int h = 0; h < 2; h++)
-                scale_group<kMin>(dots[parity][h], p.s + 16 * (j + h), p.o + 16 * (j + h), d + kBlockTokens * (g + h),
-                                  m + kBlockTokens * (g + h), acc);
+    for (int t = 0; t < kBlockTokens; t++) {
+        if (t % 4 == 0 && t / 4 < next_pairs) issue(t / 4);
+        __m512 super = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int g = 0; g < kCount; g++) {
+            const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(dots[g][t]));
+            if (kSuper)
+                super = _mm512_fmadd_ps(dot, _mm512_load_ps(s + 16 * g), super);
+            else
+                acc[t] = _mm512_fmadd_ps(dot, _mm512_mul_ps(_mm512_load_ps(s + 16 * g), _mm512_set1_ps(d[kBlockTokens * g + t])), acc[t]);
+            if (kMin) acc[t] = _mm512_fmadd_ps(_mm512_load_ps(o + 16 * g), _mm512_set1_ps(m[kBlockTokens * g + t]), acc[t]);
         }
-        for (int t = 0; t < n_block; t++) _mm512_mask_storeu_ps(yt + t * y_stride, keep, acc[t]);
+        if (kSuper) acc[t] = _mm512_fmadd_ps(super, _mm512_set1_ps(d[t]), acc[t]);
     }
 }
 
-// ---- F16 / BF16 weights ----------------------------------------------------------------------------
-//
-// Q8_K activations (Q4_K, Q5_K): d_x is one per 256 elements, so, as the AVX-512 kernel does, the 8
-// groups of a super-block are summed scaled by the weights' scales alone and then by d_x once (a
-// multiply less per group than tiles<>), in the AVX-512 kernel's order of operations: the same bits.
-// The 8 groups' tile products of the next super-block are issued while this one's are scaled.
-template <bool kMin>
-void tiles_super(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
-                 float* y, int64_t y_stride, int n_rows, bool first, const uint8_t* ahead, int64_t ahead_bytes) {
-    constexpr int kGroup = 32, kPer = 256 / kGroup;  // groups of a super-block
+// 16 panel rows × n_tokens over groups [g0, g0 + n_groups) (an even count; whole super-blocks for
+// kSuper) of 32-element groups, in chunks of 8 groups per 16-token block: the tile products of the
+// next chunk go to memory while this chunk's are scaled.
+template <bool kSuper, bool kMin>
+void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K, float* y,
+           int64_t y_stride, int n_rows, bool first, const uint8_t* ahead, int64_t ahead_bytes) {
+    constexpr int kGroup = 32, kChunk = 8;
     configure(kGroup);
-    const int64_t n_supers = n_groups / kPer;  // slices hold whole super-blocks
-    const int64_t n_steps = (n_tokens + kBlockTokens - 1) / kBlockTokens * n_supers;
+    const int64_t n_chunks = (n_groups + kChunk - 1) / kChunk;
+    // Lines of `ahead` per chunk, spread over all the chunks of all token blocks.
+    const int64_t n_steps = (n_tokens + kBlockTokens - 1) / kBlockTokens * n_chunks;
     const int64_t lines_per_step = n_steps ? (ahead_bytes / 64 + n_steps - 1) / n_steps : 0;
     int64_t ahead_done = 0;
     const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
     const int64_t all_groups = K / kGroup;
-    alignas(64) int32_t dots[2][kPer][kBlockTokens][16];  // [super-block parity][group][token][row]
+    alignas(64) int32_t dots[2][kChunk][kBlockTokens][16];  // [chunk parity][group][token][row]
+    auto pairs_of = [&](int64_t c) { return static_cast<int>((n_groups - c * kChunk < kChunk ? n_groups - c * kChunk : kChunk) / 2); };
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kBlockTokens) {
         const int n_block = static_cast<int>(n_tokens - t0 < kBlockTokens ? n_tokens - t0 : kBlockTokens);
         const uint8_t* block = acts + (t0 / kBlockTokens) * block_bytes(K, kGroup);
@@ -156,32 +122,33 @@ void tiles_super(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* ac
 #pragma GCC unroll 16
         for (int t = 0; t < kBlockTokens; t++)
             acc[t] = first || t >= n_block ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, yt + t * y_stride);
-        for (int q = 0; q < kPer / 2; q++) dot_pair<kGroup, false>(p, 2 * q, block, g0 + 2 * q, &dots[0][2 * q]);
-        for (int64_t sb = 0; sb < n_supers; sb++) {
-            const int parity = static_cast<int>(sb & 1);
-            const bool next = sb + 1 < n_supers;
-            const int64_t j0 = sb * kPer, gs = g0 + j0;  // first group in the panel, in the activations
+        auto issue = [&](int64_t c, int q) {  // pair q of chunk c into dots[c & 1] (C tiles alternate)
+            const int64_t j = c * kChunk + 2 * q;
+            if (q & 1)
+                dot_pair<kGroup, true>(p, j, block, g0 + j, &dots[c & 1][2 * q]);
+            else
+                dot_pair<kGroup, false>(p, j, block, g0 + j, &dots[c & 1][2 * q]);
+        };
+        for (int q = 0; q < pairs_of(0); q++) issue(0, q);
+        for (int64_t c = 0; c < n_chunks; c++) {
             for (int64_t l = 0; l < lines_per_step && ahead_done < ahead_bytes; l++, ahead_done += 64)
                 _mm_prefetch(reinterpret_cast<const char*>(ahead + ahead_done), _MM_HINT_T1);
-#pragma GCC unroll 16
-            for (int t = 0; t < kBlockTokens; t++) {
-                if (t % 4 == 0 && next) {  // a pair of the next super-block's groups per 4 tokens
-                    const int q = t / 4;
-                    int32_t(*out)[kBlockTokens][16] = &dots[parity ^ 1][2 * q];
-                    if (q & 1)
-                        dot_pair<kGroup, true>(p, j0 + kPer + 2 * q, block, gs + kPer + 2 * q, out);
-                    else
-                        dot_pair<kGroup, false>(p, j0 + kPer + 2 * q, block, gs + kPer + 2 * q, out);
+            const int64_t j0 = c * kChunk, gs = g0 + j0;  // first group in the panel, in the activations
+            const int next_pairs = c + 1 < n_chunks ? pairs_of(c + 1) : 0;
+            auto issue_next = [&](int q) { issue(c + 1, q); };
+            auto scale = [&]<int kCount>() {
+                scale_chunk<kSuper, kMin, kCount>(dots[c & 1], p.s + 16 * j0, p.o + 16 * j0, d + kBlockTokens * gs,
+                                                  m + kBlockTokens * gs, acc, next_pairs, issue_next);
+            };
+            if constexpr (kSuper) {
+                scale.template operator()<8>();
+            } else {
+                switch (pairs_of(c)) {
+                    case 4: scale.template operator()<8>(); break;
+                    case 3: scale.template operator()<6>(); break;
+                    case 2: scale.template operator()<4>(); break;
+                    default: scale.template operator()<2>(); break;
                 }
-                __m512 super = _mm512_setzero_ps();
-#pragma GCC unroll 8
-                for (int g = 0; g < kPer; g++) {
-                    super = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(dots[parity][g][t])),
-                                            _mm512_load_ps(p.s + 16 * (j0 + g)), super);
-                    if (kMin)
-                        acc[t] = _mm512_fmadd_ps(_mm512_load_ps(p.o + 16 * (j0 + g)), _mm512_set1_ps(m[kBlockTokens * (gs + g) + t]), acc[t]);
-                }
-                acc[t] = _mm512_fmadd_ps(super, _mm512_set1_ps(d[kBlockTokens * gs + t]), acc[t]);
             }
         }
         for (int t = 0; t < n_block; t++) _mm512_mask_storeu_ps(yt + t * y_stride, keep, acc[t]);
@@ -389,18 +356,15 @@ void make_signed(const Panel& p, int64_t k_len, int zero) {
 }
 
 void gemm_tokens(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, int64_t n_tokens, int64_t K,
-                 int group, bool has_min, bool super, float* y, int64_t y_stride, int n_rows, bool first, const uint8_t* ahead,
+                 bool has_min, bool super, float* y, int64_t y_stride, int n_rows, bool first, const uint8_t* ahead,
                  int64_t ahead_bytes) {
-    if (super)  // the caller's 32-element groups
-        return has_min ? tiles_super<true>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes)
-                       : tiles_super<false>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes);
-    auto run = [&]<int kGroup, bool kMin>() {
-        tiles<kGroup, kMin>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes);
+    auto run = [&]<bool kSuper, bool kMin>() {
+        tiles<kSuper, kMin>(p, g0, n_groups, acts, n_tokens, K, y, y_stride, n_rows, first, ahead, ahead_bytes);
     };
-    if (group == 32)
-        has_min ? run.template operator()<32, true>() : run.template operator()<32, false>();
+    if (super)
+        has_min ? run.template operator()<true, true>() : run.template operator()<true, false>();
     else
-        has_min ? run.template operator()<16, true>() : run.template operator()<16, false>();
+        has_min ? run.template operator()<false, true>() : run.template operator()<false, false>();
 }
 
 }  // namespace cpu_kernels::avx512::amx

@@ -242,8 +242,8 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
                         ahead = static_cast<const uint8_t*>(m.w) + (r / kPanelRows + 1) * kPanelRows * row_bytes + begin;
                         ahead_bytes = panel_code_bytes(m.type, k0 + k_len) - begin;
                     }
-                    amx::gemm_tokens(panel, g0, k_groups, amx_acts, m.n_tokens, K, static_cast<int>(group),
-                                     layout.has_min, super, y, m.y_stride, n_rows, first, ahead, ahead_bytes);
+                    amx::gemm_tokens(panel, g0, k_groups, amx_acts, m.n_tokens, K, layout.has_min, super, y, m.y_stride, n_rows,
+                                     first, ahead, ahead_bytes);
                     continue;
                 }
                 auto run = [&]<bool kMin, int kGroup, bool kSuper>() {
