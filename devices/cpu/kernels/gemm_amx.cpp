@@ -155,6 +155,8 @@ void tiles(const Panel& p, int64_t g0, int64_t n_groups, const uint8_t* acts, in
     }
 }
 
+// ---- F16 / BF16 weights ----------------------------------------------------------------------------
+//
 // Tiles of this part are all 16 rows × 64 bytes (configuration 64): C tiles 0, 1 (16 tokens × 16 weight
 // rows, f32), A tiles 2, 3 (16 tokens × 32 bf16: the high and low parts), B tiles 4-7 (16 pairs of
 // columns × 16 weight rows × 2 bf16: high and low parts of two 16-row halves of a 32-row panel).
