@@ -65,6 +65,9 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 std::string json_schema_rules(const std::vector<std::pair<std::string, nlohmann::ordered_json>>& schemas);
 // A GBNF string literal for `text` (quotes and escapes included).
 std::string gbnf_literal(std::string_view text);
+// A node of the directed graph (node i -> each of edges[i]) that lies on a cycle, or -1 when there is
+// none: the left-recursion checks of the GBNF parser and of the JSON Schema converter.
+int64_t node_on_cycle(const std::vector<std::vector<uint32_t>>& edges);
 
 // The token ids of a grammar's token references under `tokenizer`; throws GrammarError for a name
 // that is not one token.

@@ -340,17 +340,8 @@ private:
                 } else if (e.op != GrammarOp::CHAR_ALT && e.op != GrammarOp::CHAR_RNG_UPPER) prefix_nullable = false;
             }
         }
-        std::vector<int> color(n, 0);  // 0 new, 1 on the path, 2 done
-        std::function<void(uint32_t)> dfs = [&](uint32_t r) {
-            color[r] = 1;
-            for (uint32_t s : left[r]) {
-                if (color[s] == 1) throw GrammarError("[grammar] rule '" + g_.rule_names[s] + "' is left-recursive (it can refer to itself before matching any character)");
-                if (color[s] == 0) dfs(s);
-            }
-            color[r] = 2;
-        };
-        for (uint32_t r = 0; r < n; r++)
-            if (color[r] == 0) dfs(r);
+        if (const int64_t r = node_on_cycle(left); r >= 0)
+            throw GrammarError("[grammar] rule '" + g_.rule_names[size_t(r)] + "' is left-recursive (it can refer to itself before matching any character)");
     }
 
     std::string_view src_;
@@ -365,6 +356,23 @@ private:
 }  // namespace
 
 std::shared_ptr<const Grammar> parse_gbnf(std::string_view text) { return Parser(text).parse(); }
+
+int64_t node_on_cycle(const std::vector<std::vector<uint32_t>>& edges) {
+    std::vector<int> color(edges.size(), 0);  // 0 new, 1 on the path, 2 done
+    int64_t found = -1;
+    std::function<void(uint32_t)> dfs = [&](uint32_t r) {
+        color[r] = 1;
+        for (uint32_t s : edges[r]) {
+            if (found >= 0) return;
+            if (color[s] == 1) found = s;
+            else if (color[s] == 0) dfs(s);
+        }
+        color[r] = 2;
+    };
+    for (uint32_t r = 0; r < edges.size() && found < 0; r++)
+        if (color[r] == 0) dfs(r);
+    return found;
+}
 
 std::string gbnf_literal(std::string_view text) {
     std::string out = "\"";

@@ -130,19 +130,16 @@ private:
     // A $ref rule that can reach itself through refs alone (anyOf, oneOf, $ref), before its value has
     // read a character, is a left recursion GBNF cannot take; such a schema describes no finite value.
     void check_ref_cycles() const {
-        std::map<std::string, int> color;  // 1 on the path, 2 done
-        std::function<void(const std::string&)> dfs = [&](const std::string& rule) {
-            color[rule] = 1;
-            if (auto it = heads_of_.find(rule); it != heads_of_.end())
-                for (const std::string& next : it->second) {
-                    if (color[next] == 1)
-                        fail(ref_names_.at(next), "'$ref' " + ref_names_.at(next) + " leads back to itself before any value is read");
-                    if (color[next] == 0) dfs(next);
-                }
-            color[rule] = 2;
-        };
+        std::vector<std::string> rules;  // every $ref rule, numbered
+        std::map<std::string, uint32_t> id;
+        for (const auto& [rule, ref] : ref_names_) id[rule] = uint32_t(rules.size()), rules.push_back(rule);
+        std::vector<std::vector<uint32_t>> edges(rules.size());
         for (const auto& [rule, heads] : heads_of_)
-            if (color[rule] == 0) dfs(rule);
+            for (const std::string& next : heads) edges[id.at(rule)].push_back(id.at(next));
+        if (const int64_t r = node_on_cycle(edges); r >= 0) {
+            const std::string& ref = ref_names_.at(rules[size_t(r)]);
+            fail(ref, "'$ref' " + ref + " leads back to itself before any value is read");
+        }
     }
 
     // The rule (or expression) producing the JSON of schema `s`.
