@@ -189,12 +189,21 @@ private:
         }
         if (s.contains("allOf")) return visit(merge_all_of(s, where), name, where);
         json type = s.value("type", json());
-        if (type.is_array()) {
+        if (type.is_array()) {  // one alternative per type, each with the keywords of its own type
+            static const std::map<std::string, std::set<std::string>> OWN = {
+                {"string", {"minLength", "maxLength", "pattern", "format"}},
+                {"integer", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+                {"object", {"properties", "required", "additionalProperties"}},
+                {"array", {"items", "prefixItems", "minItems", "maxItems"}}};
             std::string body;
             for (const auto& t : type) {
                 if (!t.is_string()) fail(where, "'type' must be a string or a list of strings");
                 json one = s;
                 one["type"] = t;
+                for (const auto& other : type)
+                    if (other != t && other.is_string() && OWN.count(other.get<std::string>()))
+                        for (const auto& key : OWN.at(other.get<std::string>()))
+                            if (!OWN.count(t.get<std::string>()) || !OWN.at(t.get<std::string>()).count(key)) one.erase(key);
                 body += (body.empty() ? "" : " | ") + visit(one, name + "-" + t.get<std::string>(), where);
             }
             if (body.empty()) fail(where, "'type' is an empty list");

@@ -50,15 +50,21 @@ size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
     return 0;
 }
 
-// The JSON type a tool's parameter is declared with ("" when unknown).
+// The JSON type a tool's parameter is declared with: its "type", the first besides "null" of a list
+// of types ("" when unknown).
 std::string parameter_type(const nlohmann::json& tools, std::string_view function, std::string_view parameter) {
     if (!tools.is_array()) return "";
     for (const auto& tool : tools) {
-        const auto* fn = tool.contains("function") ? &tool["function"] : &tool;
-        if (!fn->is_object() || fn->value("name", "") != function) continue;
+        const auto* fn = tool.is_object() && tool.contains("function") ? &tool["function"] : &tool;
+        if (!fn->is_object() || !fn->contains("name") || (*fn)["name"] != std::string(function)) continue;
         const auto props = fn->value("/parameters/properties"_json_pointer, nlohmann::json::object());
-        if (props.contains(parameter) && props[std::string(parameter)].is_object())
-            return props[std::string(parameter)].value("type", "");
+        if (!props.is_object() || !props.contains(parameter) || !props[std::string(parameter)].is_object()) return "";
+        const auto& type = props[std::string(parameter)].value("type", nlohmann::json());
+        if (type.is_string()) return type.get<std::string>();
+        if (type.is_array())
+            for (const auto& t : type)
+                if (t.is_string() && t != "null") return t.get<std::string>();
+        return "";
     }
     return "";
 }
@@ -242,7 +248,7 @@ void StreamRouter::end_tool_call(RoutedText& out, std::string_view body, bool te
         // a reply that only looks like a call (Llama 3.x's bare JSON) must name an offered tool
         const bool known = !whole_reply_call_ || std::all_of(calls.begin(), calls.end(), [&](const auto& c) {
             return std::any_of(options_.tools.begin(), options_.tools.end(),
-                               [&](const auto& t) { return t.value("/function/name"_json_pointer, "") == c.first; });
+                               [&](const auto& t) { return t.value("/function/name"_json_pointer, nlohmann::json()) == c.first; });
         });
         if (known) {
             for (auto& [n, a] : calls) add_call(out, std::move(n), std::move(a));

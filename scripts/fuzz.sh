@@ -27,7 +27,11 @@ case "$target" in
   request)
     printf '%s' '{"messages":[{"role":"user","content":"Hi"}],"stream":true,"max_tokens":5}' > "$seeds/chat.json"
     printf '%s' '{"prompt":"Once upon","max_tokens":3,"stop":["x"],"logprobs":2,"temperature":0.5}' > "$seeds/completion.json"
-    printf '%s' '{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":"auto"}' > "$seeds/tools.json" ;;
+    printf '%s' '{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":"auto"}' > "$seeds/tools.json"
+    printf '%s' '{"model":"m","max_tokens":2,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"tool_use","id":"t1","name":"f","input":{"a":"x"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r","is_error":false}]}],"tools":[{"name":"f","input_schema":{"type":"object","properties":{"a":{"type":["string","null"],"minLength":1}}}}],"tool_choice":{"type":"any"}}' > "$seeds/anthropic.json"
+    printf '%s' '{"instructions":"s","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"r"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}' > "$seeds/responses.json"
+    printf '%s' '{"model":"m","stream":false,"options":{"num_predict":2,"stop":["x"]},"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":"x"}}}]},{"role":"tool","content":"r","tool_name":"f"}],"format":"json","prompt":"Hi","raw":false}' > "$seeds/ollama.json"
+    printf '%s' '{"input":["Hi",[1,2]],"encoding_format":"base64","dimensions":4,"truncate":true}' > "$seeds/embeddings.json" ;;
   tokenizer)
     head -c 4096 tests/fixtures/stories260K-f32.golden.json > "$seeds/golden.txt"
     printf '%s' 'Hello <|im_start|>user wörld 中文 😀  tabs	and

@@ -31,7 +31,7 @@ std::string block_text(const json& content, const std::string& where) {
     if (!content.is_array()) throw invalid(where, "must be a string or a list of content blocks");
     std::string text;
     for (const auto& b : content) {
-        if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string())
+        if (!b.is_object() || string_field(b, "type", where + ".type") != "text" || !b.contains("text") || !b["text"].is_string())
             throw invalid(where, "may only hold {\"type\": \"text\", \"text\": …} blocks here: this server reads text only");
         text += b["text"].get<std::string>();
     }
@@ -56,7 +56,7 @@ std::string system_text(const json& system) {
 void add_message(const json& m, size_t i, json& out) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) throw invalid(where, "must be an object");
-    const std::string role = m.value("role", "");
+    const std::string role = string_field(m, "role", where + ".role");
     if (role != "user" && role != "assistant") throw invalid(where + ".role", "must be user or assistant");
     if (!m.contains("content")) throw invalid(where + ".content", "is required");
     const json& content = m["content"];
@@ -70,21 +70,21 @@ void add_message(const json& m, size_t i, json& out) {
     for (size_t k = 0; k < content.size(); k++) {
         const json& b = content[k];
         const std::string at = where + ".content[" + std::to_string(k) + "]";
-        const std::string type = b.is_object() ? b.value("type", "") : "";
+        const std::string type = string_field(b, "type", at + ".type");
         if (type == "text" && b.contains("text") && b["text"].is_string()) {
             text += b["text"].get<std::string>();
         } else if (type == "thinking" && role == "assistant") {
-            reasoning += b.value("thinking", "");
+            reasoning += string_field(b, "thinking", at + ".thinking");
         } else if (type == "redacted_thinking") {
             // encrypted by Anthropic's servers: nothing a local model can read
         } else if (type == "tool_use" && role == "assistant") {
             if (!b.contains("name") || !b["name"].is_string()) throw invalid(at + ".name", "must be a string");
             json input = b.contains("input") ? b["input"] : json::object();
-            tool_calls.push_back({{"id", b.value("id", "")}, {"type", "function"}, {"function", {{"name", b["name"]}, {"arguments", input}}}});
+            tool_calls.push_back({{"id", string_field(b, "id", at + ".id")}, {"type", "function"}, {"function", {{"name", b["name"]}, {"arguments", input}}}});
         } else if (type == "tool_result" && role == "user") {
             std::string result = b.contains("content") ? block_text(b["content"], at + ".content") : "";
-            if (b.value("is_error", false)) result = "Error: " + result;
-            out.push_back({{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}});
+            if (boolean(b, "is_error", false, at + ".is_error")) result = "Error: " + result;
+            out.push_back({{"role", "tool"}, {"tool_call_id", string_field(b, "tool_use_id", at + ".tool_use_id")}, {"content", result}});
         } else {
             throw invalid(at, "has type '" + type + "', which a " + role + " message cannot hold here (text, " +
                                   (role == "user" ? "tool_result" : "tool_use, thinking") + "; this server reads text only)");
@@ -117,7 +117,7 @@ void translate_tools(const json& body, json& chat) {
 void translate_tool_choice(const json& body, json& chat) {
     if (!present(body, "tool_choice")) return;
     const json& c = body["tool_choice"];
-    const std::string type = c.is_object() ? c.value("type", "") : "";
+    const std::string type = string_field(c, "type", "tool_choice.type");
     if (type == "auto") chat["tool_choice"] = "auto";
     else if (type == "any") chat["tool_choice"] = "required";
     else if (type == "none") chat["tool_choice"] = "none";

@@ -47,7 +47,7 @@ EmbedJob parse_embeddings_request(const json& body, const llm::Session& session,
     if (!present(body, "input")) throw invalid("input", "is required");
     const json& input = body["input"];
     const int n_ctx = session.info().n_ctx;
-    const bool truncate = ollama && body.value("truncate", true);  // ollama cuts long inputs to the context by default
+    const bool truncate = ollama && boolean(body, "truncate", true);  // ollama cuts long inputs to the context by default
     auto add = [&](std::vector<int32_t> ids) {
         if (ids.empty()) throw invalid("input", "holds an empty input");
         if (int(ids.size()) > n_ctx) {

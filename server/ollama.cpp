@@ -35,7 +35,7 @@ json chat_messages(const json& body) {
         const std::string where = "messages[" + std::to_string(i) + "]";
         if (!m.is_object()) throw invalid(where, "must be an object");
         if (present(m, "images") && !m["images"].empty()) throw invalid(where + ".images", "cannot be read: this server reads text only");
-        json msg = {{"role", m.value("role", "")}, {"content", m.value("content", json(""))}};
+        json msg = {{"role", string_field(m, "role", where + ".role")}, {"content", m.value("content", json(""))}};
         if (present(m, "thinking")) msg["reasoning_content"] = m["thinking"];
         if (present(m, "tool_name")) msg["name"] = m["tool_name"];
         if (present(m, "tool_calls")) {
@@ -74,11 +74,11 @@ json to_body(const json& body, bool generate) {
         if (present(body, "tools")) chat["tools"] = body["tools"];
         return chat;
     }
-    if (!body["prompt"].is_string()) throw invalid("prompt", "must be a string");
+    if (!present(body, "prompt") || !body["prompt"].is_string()) throw invalid("prompt", "must be a string");
     if (present(body, "suffix") && body["suffix"] != "") throw invalid("suffix", "is not supported (no fill-in-the-middle)");
     if (present(body, "images") && !body["images"].empty()) throw invalid("images", "cannot be read: this server reads text only");
     if (present(body, "template") && body["template"] != "") throw invalid("template", "is not supported: the model's own chat template is used");
-    if (body.value("raw", false)) {
+    if (boolean(body, "raw", false)) {
         chat["prompt"] = body["prompt"];
         return chat;
     }

@@ -54,10 +54,16 @@ int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64
     return x;
 }
 
-bool boolean(const json& body, const char* key, bool fallback) {
-    if (!present(body, key)) return fallback;
-    if (!body[key].is_boolean()) throw invalid(key, "must be true or false");
+bool boolean(const json& body, const char* key, bool fallback, const std::string& param) {
+    if (!body.is_object() || !present(body, key)) return fallback;
+    if (!body[key].is_boolean()) throw invalid(param.empty() ? key : param, "must be true or false");
     return body[key].get<bool>();
+}
+
+std::string string_field(const json& obj, const char* key, const std::string& param, const std::string& fallback) {
+    if (!obj.is_object() || !present(obj, key)) return fallback;
+    if (!obj[key].is_string()) throw invalid(param, "must be a string");
+    return obj[key].get<std::string>();
 }
 
 namespace {
@@ -140,7 +146,7 @@ json message_content(const json& content, size_t i) {
     check_length(content, MAX_PARTS, param);
     std::string text;
     for (const auto& part : content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        if (!part.is_object() || string_field(part, "type", param + ".type") != "text" || !part.contains("text") || !part["text"].is_string())
             throw invalid(param, "may only hold parts {\"type\": \"text\", \"text\": …}: this server reads text only");
         text += part["text"].get<std::string>();
     }
@@ -171,7 +177,7 @@ json normalize_messages(const json& body) {
                 if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
                     !call["function"].contains("name") || !call["function"]["name"].is_string())
                     throw invalid(where + ".tool_calls", "entries must be {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
-                calls.push_back({{"id", call.value("id", "")}, {"type", "function"}, {"function", call["function"]}});
+                calls.push_back({{"id", string_field(call, "id", where + ".tool_calls.id")}, {"type", "function"}, {"function", call["function"]}});
             }
             out["tool_calls"] = calls;
         }
@@ -190,7 +196,7 @@ json parse_tools(const json& body, bool& required, bool& forbidden) {
         if (!body["tools"].is_array()) throw invalid("tools", "must be a list");
         check_length(body["tools"], MAX_TOOLS, "tools");
         for (const auto& tool : body["tools"]) {
-            if (!tool.is_object() || tool.value("type", "function") != "function" || !tool.contains("function") ||
+            if (!tool.is_object() || string_field(tool, "type", "tools.type", "function") != "function" || !tool.contains("function") ||
                 !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string())
                 throw invalid("tools", "entries must be {\"type\": \"function\", \"function\": {\"name\", \"parameters\"}}");
             tools.push_back(tool);

@@ -12,7 +12,7 @@ std::string content_text(const json& content, const std::string& where) {
     if (!content.is_array()) throw invalid(where, "must be a string or a list of content parts");
     std::string text;
     for (const auto& part : content) {
-        const std::string type = part.is_object() ? part.value("type", "") : "";
+        const std::string type = string_field(part, "type", where + ".type");
         if ((type != "input_text" && type != "output_text" && type != "text") || !part.contains("text") || !part["text"].is_string())
             throw invalid(where, "may only hold input_text / output_text parts: this server reads text only");
         text += part["text"].get<std::string>();
@@ -38,23 +38,23 @@ json input_messages(const json& body) {
         const json& item = input[i];
         const std::string where = "input[" + std::to_string(i) + "]";
         if (!item.is_object()) throw invalid(where, "must be an object");
-        const std::string type = item.value("type", "message");
+        const std::string type = string_field(item, "type", where + ".type", "message");
         if (type == "message") {
-            std::string role = item.value("role", "");
+            std::string role = string_field(item, "role", where + ".role");
             if (role == "developer") role = "system";
             if (role != "system" && role != "user" && role != "assistant") throw invalid(where + ".role", "must be system, developer, user or assistant");
             messages.push_back({{"role", role}, {"content", content_text(item.value("content", json("")), where + ".content")}});
         } else if (type == "function_call") {
             if (!item.contains("name") || !item["name"].is_string()) throw invalid(where + ".name", "must be a string");
-            json call = {{"id", item.value("call_id", "")}, {"type", "function"},
-                         {"function", {{"name", item["name"]}, {"arguments", item.value("arguments", "{}")}}}};
+            json call = {{"id", string_field(item, "call_id", where + ".call_id")}, {"type", "function"},
+                         {"function", {{"name", item["name"]}, {"arguments", string_field(item, "arguments", where + ".arguments", "{}")}}}};
             if (messages.empty() || messages.back()["role"] != "assistant")  // else: the same assistant turn
                 messages.push_back({{"role", "assistant"}, {"content", ""}});
             if (!messages.back().contains("tool_calls")) messages.back()["tool_calls"] = json::array();
             messages.back()["tool_calls"].push_back(call);
         } else if (type == "function_call_output") {
             const json& output = item.value("output", json(""));
-            messages.push_back({{"role", "tool"}, {"tool_call_id", item.value("call_id", "")},
+            messages.push_back({{"role", "tool"}, {"tool_call_id", string_field(item, "call_id", where + ".call_id")},
                                 {"content", output.is_string() ? output.get<std::string>() : content_text(output, where + ".output")}});
         } else if (type == "reasoning") {
             // a previous turn's reasoning: templates drop it from history anyway
@@ -70,7 +70,7 @@ json translate_tools(const json& body) {
     if (!present(body, "tools")) return tools;
     if (!body["tools"].is_array()) throw invalid("tools", "must be a list");
     for (const auto& t : body["tools"]) {
-        if (!t.is_object() || t.value("type", "") != "function" || !t.contains("name") || !t["name"].is_string())
+        if (!t.is_object() || string_field(t, "type", "tools.type") != "function" || !t.contains("name") || !t["name"].is_string())
             throw invalid("tools", "entries must be {\"type\": \"function\", \"name\", \"parameters\"} (built-in tools do not run here)");
         json fn = {{"name", t["name"]}, {"parameters", t.value("parameters", json::object())}};
         if (t.contains("description")) fn["description"] = t["description"];
@@ -90,7 +90,7 @@ json text_format(const json& text) {
     if (type != "json_schema")
         throw invalid("text.format", "must be {\"type\": \"text\" | \"json_object\"} or {\"type\": \"json_schema\", \"name\", \"schema\"}");
     if (!f.contains("schema")) throw invalid("text.format.schema", "is required for json_schema");
-    json schema = {{"name", f.value("name", "response")}, {"schema", f["schema"]}};
+    json schema = {{"name", string_field(f, "name", "text.format.name", "response")}, {"schema", f["schema"]}};
     if (f.contains("strict")) schema["strict"] = f["strict"];
     return {{"type", "json_schema"}, {"json_schema", schema}};
 }
@@ -106,7 +106,7 @@ json to_chat(const json& body) {
     if (!tools.empty()) chat["tools"] = tools;
     if (present(body, "tool_choice")) {
         const json& c = body["tool_choice"];
-        if (c.is_object() && c.value("type", "") == "function" && c.contains("name"))
+        if (string_field(c, "type", "tool_choice.type") == "function" && c.contains("name"))
             chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
         else chat["tool_choice"] = c;
     }
@@ -144,7 +144,7 @@ public:
         if (echo_["tools"].is_null()) echo_["tools"] = json::array();
         if (echo_["tool_choice"].is_null()) echo_["tool_choice"] = "auto";
         if (echo_["metadata"].is_null()) echo_["metadata"] = json::object();
-        if (present(request, "text")) echo_["text"] = {{"format", request["text"].value("format", json{{"type", "text"}})}};
+        if (present(request, "text")) echo_["text"] = {{"format", text_format(request["text"])}};
         if (present(request, "parallel_tool_calls")) echo_["parallel_tool_calls"] = request["parallel_tool_calls"];
     }
 

@@ -601,7 +601,7 @@ void Server::Impl::routes() {
         const tok::Tokenizer& tokenizer = model->session().tokenizer();
         if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "[server] 'content' must be a string", "content");
         check_prompt_bytes(body["content"].get_ref<const std::string&>().size(), model->session(), "content");
-        const bool add_special = body.value("add_special", false), with_pieces = body.value("with_pieces", false);
+        const bool add_special = boolean(body, "add_special", false), with_pieces = boolean(body, "with_pieces", false);
         json tokens = json::array();
         for (int32_t id : tokenizer.encode(body["content"].get<std::string>(), add_special, true)) {
             if (with_pieces) tokens.push_back({{"id", id}, {"piece", tokenizer.decode({id})}});

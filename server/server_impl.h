@@ -29,7 +29,10 @@ ApiError invalid(const std::string& param, const std::string& what);
 bool present(const json& body, const char* key);  // there and not null
 double number(const json& body, const char* key, double lo, double hi, double fallback);
 int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t fallback);
-bool boolean(const json& body, const char* key, bool fallback);
+bool boolean(const json& body, const char* key, bool fallback, const std::string& param = "");
+// obj[key] as a string: the fallback when obj is not an object or the key is absent or null, a 400
+// naming `param` when it holds anything else.
+std::string string_field(const json& obj, const char* key, const std::string& param, const std::string& fallback = "");
 std::string random_id(const char* prefix);  // prefix + 24 random letters and digits
 
 // n > 1: the request's choices, each as its own Job (choice_index i, the seed + i) through

@@ -82,9 +82,17 @@ std::string xml_value(const json& schema, const std::string& rule, std::vector<s
         for (const char* key : {"pattern", "format"})
             if (schema.contains(key))
                 throw ApiError(400, std::string("[server] '") + key + "' on a string parameter is not supported in Qwen3-Coder XML calls", "tools");
-        const std::string lo = std::to_string(schema.value("minLength", 0));
-        const std::string hi = schema.contains("maxLength") ? std::to_string(schema["maxLength"].get<uint64_t>()) : "";
-        return "[^<\\x00-\\x1F]{" + lo + "," + hi + "}";
+        auto length = [&](const char* key) -> std::string {  // the bounds the JSON Schema converter accepts
+            if (!schema.contains(key)) return "";
+            const json& v = schema[key];
+            if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0) || v.get<uint64_t>() > 10000)
+                throw ApiError(400, std::string("[server] '") + key + "' of a string parameter must be an integer from 0 to 10000", "tools");
+            return std::to_string(v.get<uint64_t>());
+        };
+        const std::string lo = length("minLength"), hi = length("maxLength");
+        if (!lo.empty() && !hi.empty() && std::stoull(hi) < std::stoull(lo))
+            throw ApiError(400, "[server] 'maxLength' of a string parameter is below its 'minLength'", "tools");
+        return "[^<\\x00-\\x1F]{" + (lo.empty() ? "0" : lo) + "," + hi + "}";
     }
     schemas.push_back({rule, schema});
     return rule;
@@ -110,6 +118,8 @@ std::string one_call(ToolSyntax syntax, const std::string& name, const json& par
     case ToolSyntax::QWEN_XML: break;
     }
     // <function=NAME>\n<parameter=K>\nV\n</parameter>\n…</function>
+    if (!params.is_object() || (params.contains("properties") && !params["properties"].is_object()))
+        throw ApiError(400, "[server] the parameters of '" + name + "' must be an object schema with 'properties' an object", "tools");
     const json props = params.value("properties", json::object());
     const json req = params.value("required", json::array());
     std::string call = gbnf_literal("<function=" + name + ">\n");

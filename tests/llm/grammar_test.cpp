@@ -244,6 +244,19 @@ TEST_CASE("json schema: integer bounds, formats and unsupported keywords") {
                       Catch::Contains("'minimum'"));
     CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"$ref":"#/$defs/none"})")),
                       Catch::Contains("points at nothing"));
+    // A list of types: each alternative takes the keywords of its own type, as JSON Schema applies them.
+    const char* optional = R"({"type":["string","null"],"minLength":2,"maxLength":3})";
+    CHECK(accepts(optional, "null"));
+    CHECK(accepts(optional, "\"ab\""));
+    CHECK_FALSE(accepts(optional, "\"a\""));
+    CHECK_FALSE(accepts(optional, "\"abcd\""));
+    const char* either = R"({"type":["integer","array"],"minimum":5,"maxItems":1})";
+    CHECK(accepts(either, "5"));
+    CHECK_FALSE(accepts(either, "4"));
+    CHECK(accepts(either, "[4]"));
+    CHECK_FALSE(accepts(either, "[4,4]"));
+    CHECK_THROWS_WITH(llm::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":["integer","null"],"minLength":1})")),
+                      Catch::Contains("'minLength'"));
 }
 
 // fuzz_grammar found a pattern repetition {2,1} copied into GBNF that the GBNF parser then refused: the

@@ -75,7 +75,7 @@ const chatBody = (extra = {}) => JSON.stringify({ messages: [{ role: "user", con
 describe("hostile requests → tinyllm_fake", () => {
   let server, port, rss0;
   before(async () => {
-    server = startServer(process.env.TINYLLM_FAKE, ["serve", "--port", "0", "--ctx", "256", "--api-key", KEY,
+    server = startServer(process.env.TINYLLM_FAKE, ["serve", "--port", "0", "--ctx", "2048", "--api-key", KEY,
       "--max-body", String(MAX_BODY), "--header-timeout", "2000"]);
     port = Number(new URL(await server.url).port);
     assert.equal((await raw(port, get("/health"))).status, 200);
@@ -241,6 +241,71 @@ describe("hostile requests → tinyllm_fake", () => {
     // --header-timeout 2000: the server answers 408 and closes them.
     await Promise.race([Promise.all(slow.map((s) => s.closedBy)), new Promise((res) => setTimeout(res, 5000))]);
     for (const s of slow) { clearInterval(s.timer); assert.ok(s.destroyed || s.readyState === "closed" || s.readableEnded, "a slow connection is still open"); s.destroy(); }
+  });
+
+  // Every API's request, as full as this server reads it; then each value in it, at any depth, replaced by
+  // values of other types. Each variant is answered 200 or a 400 that names the field (never a JSON
+  // library's type error, never a 500 or a dropped connection).
+  test("a wrong type at any depth of any API's request is a 200 or a 400 naming the field", async () => {
+    const schema = { type: "object", properties: { a: { type: ["string", "null"], minLength: 1, maxLength: 5 }, b: { type: "integer" } }, required: ["a"] };
+    const requests = [
+      ["/v1/chat/completions", { max_tokens: 2, messages: [{ role: "system", content: "s" }, { role: "user", content: [{ type: "text", text: "Hi" }] },
+        { role: "assistant", content: "", tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }] },
+        { role: "tool", tool_call_id: "c1", content: "r" }],
+        tools: [{ type: "function", function: { name: "f", description: "d", parameters: schema } }], tool_choice: { type: "function", function: { name: "f" } } }],
+      ["/v1/chat/completions", { max_tokens: 2, messages: [{ role: "user", content: "Hi" }], response_format: { type: "json_schema", json_schema: { name: "n", schema } } }],
+      ["/v1/completions", { prompt: "Hi", max_tokens: 2, stop: ["x"], logit_bias: { 1: 1 }, grammar: 'root ::= "a"' }],
+      ["/v1/messages", { model: "m", max_tokens: 2, system: [{ type: "text", text: "s" }],
+        messages: [{ role: "user", content: [{ type: "text", text: "Hi" }] },
+          { role: "assistant", content: [{ type: "thinking", thinking: "t" }, { type: "tool_use", id: "t1", name: "f", input: { a: "x" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: [{ type: "text", text: "r" }], is_error: false }] }],
+        tools: [{ name: "f", description: "d", input_schema: schema }], tool_choice: { type: "any", disable_parallel_tool_use: true } }],
+      ["/v1/responses", { max_output_tokens: 2, instructions: "s",
+        input: [{ type: "message", role: "user", content: [{ type: "input_text", text: "Hi" }] },
+          { type: "function_call", call_id: "c1", name: "f", arguments: "{}" }, { type: "function_call_output", call_id: "c1", output: "r" }],
+        tools: [{ type: "function", name: "f", parameters: schema }], tool_choice: { type: "function", name: "f" } }],
+      ["/v1/responses", { max_output_tokens: 2, input: "Hi", text: { format: { type: "json_schema", name: "n", schema } } }],
+      ["/api/chat", { model: "m", stream: false, options: { num_predict: 2, temperature: 0.5, stop: ["x"] },
+        messages: [{ role: "user", content: "Hi" }, { role: "assistant", content: "", tool_calls: [{ function: { name: "f", arguments: { a: "x" } } }] },
+          { role: "tool", content: "r", tool_name: "f" }],
+        tools: [{ type: "function", function: { name: "f", parameters: schema } }], format: schema }],
+      ["/api/generate", { model: "m", prompt: "Hi", system: "s", raw: false, stream: false, options: { num_predict: 2 } }],
+      ["/tokenize", { content: "Hi", add_special: true, with_pieces: true }],
+      ["/detokenize", { tokens: [1, 2] }],
+    ];
+    const wrong = [{ x: 1 }, [1], "text", -1, 1.5, true, null];
+    // Every path into the request (objects' keys and arrays' elements), leaves and containers alike.
+    const paths = (v, at = []) => (v && typeof v === "object")
+      ? Object.keys(v).flatMap((k) => [[...at, k], ...paths(v[k], [...at, k])]) : [];
+    const replaced = (v, path, value) => {
+      const copy = structuredClone(v);
+      let o = copy;
+      for (const k of path.slice(0, -1)) o = o[k];
+      o[path.at(-1)] = value;
+      return copy;
+    };
+    let n = 0, n400 = 0;
+    for (const [url, body] of requests) {
+      const base = await raw(port, post(url, JSON.stringify(body), { Connection: "close" }));
+      assert.equal(base.status, 200, `${url} ${JSON.stringify(body).slice(0, 80)}: ${base.body.slice(0, 300)}`);
+      for (const path of paths(body))
+        for (const value of wrong) {
+          if (path.length === 1 && path[0] === "stream") continue;  // a stream is framed differently (tested above)
+          const variant = replaced(body, path, value);
+          const r = await raw(port, post(url, JSON.stringify(variant), { Connection: "close" }));
+          const what = `${url} ${path.join(".")}=${JSON.stringify(value)}: ${r.status} ${r.body.slice(0, 300)}`;
+          assert.ok([200, 400].includes(r.status), what);
+          n++;
+          if (r.status !== 400) continue;
+          n400++;
+          const e = r.json().error;
+          const message = typeof e === "string" ? e : e.message;  // ollama's {"error": "…"}
+          assert.match(message, /^\[[a-z_]+\] /, what);  // the part of the server that refused it
+          assert.doesNotMatch(message, /json\.exception/, what);
+        }
+    }
+    assert.ok(n400 > n / 3, `${n400} of ${n} variants refused`);
+    assert.equal(server.child.exitCode, null);
   });
 
   test("afterwards the server is alive, answers, and its RSS is within 100 MB of the start", async () => {

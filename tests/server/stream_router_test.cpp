@@ -108,6 +108,15 @@ TEST_CASE("router: a Qwen XML tool call becomes a tool call with typed arguments
     REQUIRE(r.all.tool_calls.size() == 1);
     CHECK(r.all.tool_calls[0].name == "add");
     CHECK(r.all.tool_calls[0].arguments == R"({"a":12,"note":"42"})");
+
+    // A list of types names the parameter's type too (["string", "null"]: an optional string); a
+    // declaration of another shape is not a type, and the value is read as JSON if it is JSON.
+    o.tools = nlohmann::json::parse(R"([{"type":"function","function":{"name":"add","parameters":{"type":"object",
+        "properties":{"a":{"type":{"not":"a type"}},"note":{"type":["null","string"]}}}}}])");
+    Routed listed = run("<tool_call>\n<function=add>\n<parameter=a>\n12\n</parameter>\n<parameter=note>\n42\n</parameter>\n"
+                        "</function>\n</tool_call>", {}, o);
+    REQUIRE(listed.all.tool_calls.size() == 1);
+    CHECK(listed.all.tool_calls[0].arguments == R"({"a":12,"note":"42"})");
 }
 
 TEST_CASE("router: an unparsable tool call is returned as content, not dropped") {
