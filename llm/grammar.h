@@ -165,8 +165,18 @@ private:
     std::vector<GrammarStacks> level_;
     std::vector<size_t> level_of_;
     std::vector<const GrammarElement*> work_;
-    GrammarStacks scratch_;
     std::vector<PartialUtf8> partial_at_;
+    struct SameStacks {  // per level_: stacks of it that took a character, and what they advanced to
+        static constexpr size_t N = 8;
+        struct Entry {
+            std::vector<uint32_t> which;
+            GrammarStacks out;
+        } entries[N];
+        size_t n = 0, next = 0;
+    };
+    std::vector<SameStacks> same_;
+    std::vector<uint32_t> which_;
+    size_t work_left_ = 0;  // expansions left for the mask being computed
     friend struct GrammarExpand;
 };
 

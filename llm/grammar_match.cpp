@@ -122,6 +122,12 @@ struct GrammarExpand {
     // a GrammarError, at parse time when the start state does (check_grammar_budget).
     static constexpr size_t MAX_STACKS = 1024, MAX_DEPTH = 2048;
     size_t depth = 0;
+    // And the work of one mask: at most this many expansions (JSON schemas over 150k-token vocabularies
+    // take up to ~1.4M, most far fewer). `((.|."ab")?){230}` takes any character in any of 230 slots, so
+    // each byte a mask tries cost thousands of expansions; over a large vocabulary's trie a mask never
+    // ended. Exceeding it is a GrammarError, after well under a second.
+    static constexpr size_t MASK_WORK = size_t(1) << 24;
+    size_t* work_left = nullptr;  // the current mask's, when computing one
 
     static std::string key_of(const GrammarElement* const* stack, size_t n) {
         return std::string(reinterpret_cast<const char*>(stack), n * sizeof(*stack));
@@ -163,6 +169,9 @@ struct GrammarExpand {
             return;
         if (depth >= MAX_DEPTH)
             throw GrammarError("[grammar] more than " + std::to_string(MAX_DEPTH) + " rules that can match nothing in a row");
+        if (work_left && (*work_left)-- == 0)
+            throw GrammarError("[grammar] the grammar is too ambiguous: the tokens allowed at one step take more than " +
+                               std::to_string(MASK_WORK) + " parse steps (a repeated group that can match nothing?)");
         struct Nested {
             size_t& d;
             explicit Nested(size_t& d_) : d(++d_) {}
@@ -188,16 +197,27 @@ struct GrammarExpand {
         work.push_back(pos);
     }
 
+    // The stacks of `from` whose top set takes `c`, in order.
+    static void taking(const GrammarStacks& from, uint32_t c, std::vector<uint32_t>& out) {
+        out.clear();
+        for (size_t i = 0; i < from.size(); i++)
+            if (const GrammarElement* top = from.top(i); top && is_char(top) && match_char(top, c).first) out.push_back(uint32_t(i));
+    }
+
     // Every stack of `from` whose top set takes `c`, advanced past it and expanded, into `out`.
     void advance(const GrammarStacks& from, uint32_t c, GrammarStacks& out) {
+        std::vector<uint32_t> which;
+        taking(from, c, which);
+        advance(from, which, out);
+    }
+    // The stacks `which` of `from` (their top sets took a character), advanced and expanded, into `out`:
+    // what follows a set does not depend on the character it took.
+    void advance(const GrammarStacks& from, const std::vector<uint32_t>& which, GrammarStacks& out) {
         calls = 0;  // a new `out`: what was expanded into another one does not count
         seen.clear();
         indexed = nullptr;
-        for (size_t i = 0; i < from.size(); i++) {
-            const GrammarElement* top = from.top(i);
-            if (!top || !is_char(top)) continue;
-            auto [ok, next] = match_char(top, c);
-            if (!ok) continue;
+        for (uint32_t i : which) {
+            const GrammarElement* next = match_char(from.top(i), 0).second;
             work.assign(from.data.begin() + from.begin_of(i), from.data.begin() + from.ends[i] - 1);
             if (!is_end_of_sequence(next)) work.push_back(next);
             expand(out);
@@ -406,20 +426,22 @@ void GrammarMatcher::compute_mask(std::vector<uint64_t>& mask) {
     partial_at_.assign(levels, PartialUtf8{});
     level_[0] = stacks_;
     partial_at_[0] = partial_;
+    if (same_.size() < levels) same_.resize(levels);
+    same_[0].n = 0;
+    work_left_ = GrammarExpand::MASK_WORK;
     visit(0, 0, mask);
 }
 
 bool GrammarMatcher::can_complete(const GrammarStacks& from, PartialUtf8 partial, uint32_t node) {
     const GrammarVocab::Node& n = vocab_.nodes()[node];
-    GrammarExpand ex{alternatives_, work_};
     for (uint32_t c = 0; c < n.n_children; c++) {
         const GrammarVocab::Child& child = vocab_.children()[n.first_child + c];
         PartialUtf8 p = partial;
         uint32_t cp = 0;
         if (feed_utf8(p, child.byte, cp)) {
-            scratch_.clear();
-            ex.advance(from, cp, scratch_);
-            if (!scratch_.empty()) return true;
+            // a stack whose set takes the character goes on past it: advanced, it expands to at least one
+            for (size_t i = 0; i < from.size(); i++)
+                if (const GrammarElement* top = from.top(i); top && is_char(top) && match_char(top, cp).first) return true;
         } else if (p.n_remain > 0) {
             // the character may go on inside this token, or in the next one after a token ending here
             if (can_complete(from, p, child.node)) return true;
@@ -432,6 +454,11 @@ bool GrammarMatcher::can_complete(const GrammarStacks& from, PartialUtf8 partial
 void GrammarMatcher::visit(uint32_t node, size_t depth, std::vector<uint64_t>& mask) {
     const GrammarVocab::Node& n = vocab_.nodes()[node];
     GrammarExpand ex{alternatives_, work_};
+    ex.work_left = &work_left_;
+    // Characters that the same stacks take advance alike (a string's character class, a `.`, takes most
+    // of them): the last few such sets of stacks and their results, kept with the stack set they came
+    // from (for the bytes inside a code point, a parent's), until it changes.
+    auto& same = same_[level_of_[depth]];
     for (uint32_t c = 0; c < n.n_children; c++) {
         const GrammarVocab::Child& child = vocab_.children()[n.first_child + c];
         PartialUtf8 p = partial_at_[depth];
@@ -440,8 +467,18 @@ void GrammarMatcher::visit(uint32_t node, size_t depth, std::vector<uint64_t>& m
         size_t at = level_of_[depth];  // a byte inside a code point keeps its parent's stacks
         if (feed_utf8(p, child.byte, cp)) {
             at = depth + 1;  // stack sets live at the depth that completed them (level_ is pre-sized)
-            level_[at].clear();
-            ex.advance(from, cp, level_[at]);
+            GrammarExpand::taking(from, cp, which_);
+            if (which_.empty()) continue;
+            size_t k = 0;
+            while (k < same.n && same.entries[k].which != which_) k++;
+            if (k == same.n) {
+                k = same.n < SameStacks::N ? same.n++ : same.next++ % SameStacks::N;
+                same.entries[k].which = which_;
+                same.entries[k].out.clear();
+                ex.advance(from, which_, same.entries[k].out);
+            }
+            level_[at] = same.entries[k].out;
+            same_[at].n = 0;
             if (level_[at].empty()) continue;
         } else {
             if (p.n_remain < 0) continue;

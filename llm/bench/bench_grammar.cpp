@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         double t_sampling = 0.0, t_total = 0.0;
         int steps = 0;
         for (int step = 0; step < n; step++, steps++) {
-            std::rotate(logits.begin(), logits.begin() + 7919, logits.end());  // new order, no RNG cost
+            std::rotate(logits.begin(), logits.begin() + 7919 % logits.size(), logits.end());  // new order, no RNG cost
             auto t1 = Clock::now();
             sampler.sample(logits);
             t_sampling += ms_since(t1);

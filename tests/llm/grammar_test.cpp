@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <random>
 
 namespace {
 
@@ -312,6 +313,33 @@ TEST_CASE("grammar matcher: a letter that many repetitions can take keeps one co
         }
         if (step < path.size()) REQUIRE((m.accept_text(path.substr(step, 1)) && probe.accept_text(path.substr(step, 1))));
     }
+}
+
+TEST_CASE("grammar matcher: a char that may start any of 230 optional slots costs linear work per mask (found by fuzz_grammar)") {
+    const std::string gbnf = R"(root ::= ((.|."....a " "b")?){230} "*")";
+    PieceTokenizer tk(byte_pieces());
+    llm::GrammarVocab vocab(tk);
+    llm::GrammarMatcher m(llm::parse_gbnf(gbnf), vocab);
+    const std::string text = "\x01{\":[#\"consc\t\":\"head0} \"*";
+    for (char c : text) {
+        m.allowed();
+        REQUIRE(m.accept_text(std::string(1, c)));
+    }
+    CHECK(m.can_end());
+
+    // Over a large vocabulary every token prefix is such a byte: the mask gives up at its work budget,
+    // well under a second, instead of never ending.
+    std::vector<std::string> pieces = byte_pieces();
+    std::mt19937 rng(7);
+    for (int i = 0; i < 20000; i++) {
+        std::string piece;
+        for (int k = 0; k < 6; k++) piece += char('a' + rng() % 26);
+        pieces.push_back(piece);
+    }
+    PieceTokenizer big(pieces);
+    llm::GrammarVocab big_vocab(big);
+    llm::GrammarMatcher stalled(llm::parse_gbnf(gbnf), big_vocab);
+    CHECK_THROWS_WITH(stalled.allowed(), Catch::Contains("too ambiguous"));
 }
 
 TEST_CASE("json_schema: a \\u escape without 4 hex digits in a pattern is a GrammarError (found by fuzz_grammar)") {
