@@ -207,8 +207,8 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
         ScratchSlot::TILE, sizeof(float) * (8 * 8 * kc + 8 * 8 * vc + a.n_head * 8 * (kc + vc) + 3 * kScratchSkew) +
                                sizeof(HeadState) * a.n_head));
     for (int64_t pair = pair_begin; pair < pair_end;) {  // the range's heads of one token at a time
-        const int64_t t = pair / a.n_head, h_begin = pair % a.n_head;
-        const int64_t h_end = (t + 1) * a.n_head < pair_end ? a.n_head : pair_end - t * a.n_head;
+        const int64_t t = a.n_tokens - 1 - pair / a.n_head, h_begin = pair % a.n_head;
+        const int64_t h_end = pair - h_begin + a.n_head < pair_end ? a.n_head : pair_end - (pair - h_begin);
         if (a.head_dim_k == 64 && a.head_dim_v == 64)
             attend<8, 8>(a, t, h_begin, h_end, mem);
         else if (a.head_dim_k == 128 && a.head_dim_v == 128)

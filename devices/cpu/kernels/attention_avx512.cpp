@@ -34,7 +34,11 @@ namespace {
 __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1); }
 
 constexpr int64_t kScratchSkew = 5 * 16;  // floats: 5 cache lines
-constexpr int kQueryTile = 8;           // prefill: query tokens sharing each converted block of keys and values
+// Prefill: query tokens sharing each converted block of keys and values, as many as keep their
+// accumulators within kTileAccBytes (32 for 64-wide heads in groups of up to 8; converting a block costs
+// about what 8 rows' dot products do, so 8 tokens spent a third of the time converting).
+constexpr int kQueryTile = 32;
+constexpr int64_t kTileAccBytes = 64 << 10;
 constexpr int kKeyBlock = 64;           // prefill: keys per softmax update (decode: 16)
 
 float max_f(float a, float b) { return a > b ? a : b; }  // inputs are never NaN; no libm call
@@ -317,18 +321,22 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, per_token > per_tile ? per_token : per_tile));
     // whole tokens (all heads) of a contiguous-cache prefill with square 32/64/128 heads go by tiles of query tokens
     const bool tiles = !a.block_table && a.n_tokens > 1 && a.head_dim_k == a.head_dim_v && (a.head_dim_k == 32 || a.head_dim_k == 64 || a.head_dim_k == 128);
+    // Pairs count tokens from the last: a causal token's work grows with its position, and the pool
+    // hands out its chunks in order, so the costliest go first and the cheap ones even out the rest
+    // (in order, the thread holding the last quarter of a 128-token prefill did 10/16 of the work).
     for (int64_t pair = pair_begin; pair < pair_end;) {
-        const int64_t t = pair / a.n_head, h_begin = pair % a.n_head;
-        const int64_t h_end = (t + 1) * a.n_head < pair_end ? a.n_head : pair_end - t * a.n_head;
-        const int64_t whole = h_begin == 0 ? (pair_end - pair) / a.n_head : 0;  // whole tokens from here
+        const int64_t t = a.n_tokens - 1 - pair / a.n_head, h_begin = pair % a.n_head;
+        const int64_t h_end = pair - h_begin + a.n_head < pair_end ? a.n_head : pair_end - (pair - h_begin);
+        const int64_t whole = h_begin == 0 ? (pair_end - pair) / a.n_head : 0;  // whole tokens from here, down to t
         if (tiles && whole > 0) {
-            const int nt = static_cast<int>(whole < kQueryTile ? whole : kQueryTile);
+            const int64_t fit = kTileAccBytes / int64_t(sizeof(float) * group * a.head_dim_v), tile = fit < 8 ? 8 : fit < kQueryTile ? fit : kQueryTile;
+            const int nt = static_cast<int>(whole < tile ? whole : tile);
             if (a.head_dim_k == 64)
-                attend_tile<4, 4>(a, t, nt, mem);
+                attend_tile<4, 4>(a, t + 1 - nt, nt, mem);
             else if (a.head_dim_k == 128)
-                attend_tile<8, 8>(a, t, nt, mem);
+                attend_tile<8, 8>(a, t + 1 - nt, nt, mem);
             else
-                attend_tile<2, 2>(a, t, nt, mem);
+                attend_tile<2, 2>(a, t + 1 - nt, nt, mem);
             pair += nt * a.n_head;
             continue;
         }

@@ -37,7 +37,7 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const KvView K = key_view(a), V = value_view(a);
     auto acc = static_cast<float*>(scratch(ScratchSlot::TILE, sizeof(float) * a.head_dim_v));
     for (int64_t pair = pair_begin; pair < pair_end; pair++) {
-        const int64_t t = pair / a.n_head, h = pair % a.n_head, hk = h / group;
+        const int64_t t = a.n_tokens - 1 - pair / a.n_head, h = pair % a.n_head, hk = h / group;
         const int64_t pos = query_pos(a, t);
         const int64_t first = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
         const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;

@@ -187,7 +187,8 @@ inline int64_t key_run(const Attention& a, int64_t p) { return a.block_table ? a
 
 void validate(const Attention& a);
 
-// Query (token, head) pairs [pair_begin, pair_end), pair = t * n_head + h.
+// Query (token, head) pairs [pair_begin, pair_end), pair = (n_tokens − 1 − t) · n_head + h: tokens from the
+// last, so that a pool handing out its chunks in order starts with the costliest of a causal prefill.
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end);
 
 }  // namespace cpu_kernels
