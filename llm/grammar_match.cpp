@@ -122,8 +122,8 @@ struct GrammarExpand {
     // a GrammarError, at parse time when the start state does (check_grammar_budget).
     static constexpr size_t MAX_STACKS = 1024, MAX_DEPTH = 2048;
     size_t depth = 0;
-    // And the work of one mask: at most this many expansions (JSON schemas over 150k-token vocabularies
-    // take up to ~1.4M, most far fewer). `((.|."ab")?){230}` takes any character in any of 230 slots, so
+    // And the work of one mask: at most this many expansions (bench_grammar's JSON schema over 130k–150k
+    // token vocabularies takes up to ~0.8M, most masks far fewer). `((.|."ab")?){230}` takes any character in any of 230 slots, so
     // each byte a mask tries cost thousands of expansions; over a large vocabulary's trie a mask never
     // ended. Exceeding it is a GrammarError, after well under a second.
     static constexpr size_t MASK_WORK = size_t(1) << 24;
