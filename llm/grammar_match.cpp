@@ -206,10 +206,10 @@ struct GrammarExpand {
 
     // Every stack of `from` whose top set takes `c`, advanced past it and expanded, into `out`.
     void advance(const GrammarStacks& from, uint32_t c, GrammarStacks& out) {
-        std::vector<uint32_t> which;
-        taking(from, c, which);
-        advance(from, which, out);
+        taking(from, c, taken);
+        advance(from, taken, out);
     }
+    std::vector<uint32_t> taken;
     // The stacks `which` of `from` (their top sets took a character), advanced and expanded, into `out`:
     // what follows a set does not depend on the character it took.
     void advance(const GrammarStacks& from, const std::vector<uint32_t>& which, GrammarStacks& out) {

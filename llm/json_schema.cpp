@@ -17,6 +17,15 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // Keywords that describe but do not constrain.
+// The keywords each type takes here (with "type" itself): a schema of that type with any other is refused.
+const std::map<std::string, std::set<std::string>> TYPE_KEYWORDS = {
+    {"string", {"type", "minLength", "maxLength", "pattern", "format"}},
+    {"integer", {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+    {"number", {"type"}},
+    {"boolean", {"type"}},
+    {"null", {"type"}},
+    {"object", {"type", "properties", "required", "additionalProperties"}},
+    {"array", {"type", "items", "prefixItems", "minItems", "maxItems"}}};
 const std::set<std::string> ANNOTATIONS = {"$schema", "$id", "$comment", "title", "description", "default", "examples",
                                            "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict"};
 
@@ -189,21 +198,18 @@ private:
         }
         if (s.contains("allOf")) return visit(merge_all_of(s, where), name, where);
         json type = s.value("type", json());
-        if (type.is_array()) {  // one alternative per type, each with the keywords of its own type
-            static const std::map<std::string, std::set<std::string>> OWN = {
-                {"string", {"minLength", "maxLength", "pattern", "format"}},
-                {"integer", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
-                {"object", {"properties", "required", "additionalProperties"}},
-                {"array", {"items", "prefixItems", "minItems", "maxItems"}}};
+        if (type.is_array()) {  // one alternative per type, each without the keywords only the others take
             std::string body;
             for (const auto& t : type) {
                 if (!t.is_string()) fail(where, "'type' must be a string or a list of strings");
                 json one = s;
                 one["type"] = t;
+                const auto own = TYPE_KEYWORDS.find(t.get<std::string>());
                 for (const auto& other : type)
-                    if (other != t && other.is_string() && OWN.count(other.get<std::string>()))
-                        for (const auto& key : OWN.at(other.get<std::string>()))
-                            if (!OWN.count(t.get<std::string>()) || !OWN.at(t.get<std::string>()).count(key)) one.erase(key);
+                    if (const auto theirs = other.is_string() ? TYPE_KEYWORDS.find(other.get<std::string>()) : TYPE_KEYWORDS.end();
+                        other != t && theirs != TYPE_KEYWORDS.end())
+                        for (const auto& key : theirs->second)
+                            if (own == TYPE_KEYWORDS.end() || !own->second.count(key)) one.erase(key);
                 body += (body.empty() ? "" : " | ") + visit(one, name + "-" + t.get<std::string>(), where);
             }
             if (body.empty()) fail(where, "'type' is an empty list");
@@ -228,11 +234,11 @@ private:
         if (t == "string") return string(s, name, where);
         if (t == "integer") return integer(s, name, where);
         if (t == "number") {
-            check_keywords(s, {"type"}, where);
+            check_keywords(s, TYPE_KEYWORDS.at("number"), where);
             return "json-number";
         }
-        if (t == "boolean") return check_keywords(s, {"type"}, where), "json-boolean";
-        if (t == "null") return check_keywords(s, {"type"}, where), "json-null";
+        if (t == "boolean") return check_keywords(s, TYPE_KEYWORDS.at("boolean"), where), "json-boolean";
+        if (t == "null") return check_keywords(s, TYPE_KEYWORDS.at("null"), where), "json-null";
         fail(where, "unknown type '" + t + "'");
     }
 
@@ -290,7 +296,7 @@ private:
     }
 
     std::string object(const json& s, const std::string& name, const std::string& where) {
-        check_keywords(s, {"type", "properties", "required", "additionalProperties"}, where);
+        check_keywords(s, TYPE_KEYWORDS.at("object"), where);
         json props = s.value("properties", json::object());
         json required = s.value("required", json::array());
         if (!props.is_object()) fail(where, "'properties' must be an object");
@@ -335,7 +341,7 @@ private:
     }
 
     std::string array(const json& s, const std::string& name, const std::string& where) {
-        check_keywords(s, {"type", "items", "prefixItems", "minItems", "maxItems"}, where);
+        check_keywords(s, TYPE_KEYWORDS.at("array"), where);
         std::vector<std::string> prefix;
         if (s.contains("prefixItems")) {
             if (!s["prefixItems"].is_array()) fail(where, "'prefixItems' must be a list");
@@ -371,7 +377,7 @@ private:
     }
 
     std::string string(const json& s, const std::string& name, const std::string& where) {
-        check_keywords(s, {"type", "minLength", "maxLength", "pattern", "format"}, where);
+        check_keywords(s, TYPE_KEYWORDS.at("string"), where);
         const bool lengths = s.contains("minLength") || s.contains("maxLength");
         if (s.contains("pattern")) {
             if (lengths || s.contains("format")) fail(where, "'pattern' together with 'minLength'/'maxLength'/'format' is not supported");
@@ -395,7 +401,7 @@ private:
     }
 
     std::string integer(const json& s, const std::string& name, const std::string& where) {
-        check_keywords(s, {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}, where);
+        check_keywords(s, TYPE_KEYWORDS.at("integer"), where);
         // the integers inside each bound: minimum -> ceil, maximum -> floor, exclusive ones one step in
         auto bound = [&](const char* key, int64_t fallback) -> int64_t {
             if (!s.contains(key)) return fallback;

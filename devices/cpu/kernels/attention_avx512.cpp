@@ -321,6 +321,7 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, per_token > per_tile ? per_token : per_tile));
     // whole tokens (all heads) of a contiguous-cache prefill with square 32/64/128 heads go by tiles of query tokens
     const bool tiles = !a.block_table && a.n_tokens > 1 && a.head_dim_k == a.head_dim_v && (a.head_dim_k == 32 || a.head_dim_k == 64 || a.head_dim_k == 128);
+    const int64_t fit = kTileAccBytes / int64_t(sizeof(float) * group * a.head_dim_v), tile = fit < 8 ? 8 : fit < kQueryTile ? fit : kQueryTile;
     // Pairs count tokens from the last: a causal token's work grows with its position, and the pool
     // hands out its chunks in order, so the costliest go first and the cheap ones even out the rest
     // (in order, the thread holding the last quarter of a 128-token prefill did 10/16 of the work).
@@ -329,7 +330,6 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
         const int64_t h_end = pair - h_begin + a.n_head < pair_end ? a.n_head : pair_end - (pair - h_begin);
         const int64_t whole = h_begin == 0 ? (pair_end - pair) / a.n_head : 0;  // whole tokens from here, down to t
         if (tiles && whole > 0) {
-            const int64_t fit = kTileAccBytes / int64_t(sizeof(float) * group * a.head_dim_v), tile = fit < 8 ? 8 : fit < kQueryTile ? fit : kQueryTile;
             const int nt = static_cast<int>(whole < tile ? whole : tile);
             if (a.head_dim_k == 64)
                 attend_tile<4, 4>(a, t + 1 - nt, nt, mem);
