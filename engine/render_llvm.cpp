@@ -60,6 +60,21 @@ std::string literal(const Node* n) {
     return std::to_string(v);
 }
 
+// Which loops the threads' index g covers. On x86-64 all but the last, which is the loop inside; a
+// last loop of at most 4 iterations (RoPE's pair) is written out in full inside the one before it
+// instead, so the inner loop walks pairs, which the vectorizer turns into interleaved loads and
+// stores, where a loop of two iterations per pair stays scalar. amdgcn: all of them, one per item.
+struct LoopNest {
+    size_t n_outer;
+    int64_t unroll_last = 0;  // iterations of the last loop written out, or 0
+    LoopNest(const LoweredKernel& k, bool amd) {
+        const size_t n = k.loops.size();
+        const Node* last_end = n ? k.loops.back()->src(0) : nullptr;
+        if (!amd && n >= 3 && last_end->op == Op::CONST && last_end->arg.i <= 4) unroll_last = last_end->arg.i;
+        n_outer = amd || n < 2 ? n : unroll_last ? n - 2 : n - 1;
+    }
+};
+
 struct Renderer {
     const LoweredKernel& k;
     std::string name;
@@ -292,12 +307,14 @@ struct Renderer {
         return acc;
     }
 
-    // The body function: outer loops flattened into one index g, the last output loop inside. x86-64
-    // loops g over [begin, end) (a thread's share); amdgcn takes g from the work-item id and checks it
-    // against the global size.
+    // The body function: outer loops flattened into one index g, the last output loop inside (the
+    // last two with a tiny last one, see LoopNest). x86-64 loops g over [begin, end) (a thread's
+    // share); amdgcn takes g from the work-item id and checks it against the global size.
     std::string body_function(const std::vector<const Node*>& vars, bool amd) {
         const auto& loops = k.loops;
-        size_t n_outer = loops.size() >= 2 && !amd ? loops.size() - 1 : loops.size();
+        const LoopNest nest(k, amd);
+        const size_t n_outer = nest.n_outer;
+        const int64_t unroll = nest.unroll_last;
         out.clear();
         label("entry");
         scopes.emplace_back();
@@ -334,13 +351,16 @@ struct Renderer {
             emit("br label %inner.hdr");
             label("inner.hdr");
             emit("%i = phi i64 [ 0, %" + from + " ], [ %i.next, %inner.latch ]");
-            emit("%i.ok = icmp slt i64 %i, " + ends.back());
+            emit("%i.ok = icmp slt i64 %i, " + ends[n_outer]);
             emit("br i1 %i.ok, label %inner.body, label %outer.latch");
             label("inner.body");
-            ranges[loops.back().get()] = "%i";
-            scopes.emplace_back();
-            store(k.ast.get());
-            scopes.pop_back();
+            ranges[loops[n_outer].get()] = "%i";
+            for (int64_t u = 0; u < std::max<int64_t>(unroll, 1); u++) {  // a copy per written-out iteration
+                if (unroll) ranges[loops.back().get()] = std::to_string(u);
+                scopes.emplace_back();
+                store(k.ast.get());
+                scopes.pop_back();
+            }
             emit("br label %inner.latch");
             label("inner.latch");
             emit("%i.next = add i64 %i, 1");
@@ -419,7 +439,7 @@ RenderedKernel render_llvm(const LoweredKernel& k, const devices::Target& target
     rk.llvm_ir = std::move(ir);
 
     for (const Node* v : vars) rk.vars.push_back(NodeRef(v));
-    size_t n_outer = k.loops.size() >= 2 && !amd ? k.loops.size() - 1 : k.loops.size();
+    const size_t n_outer = LoopNest(k, amd).n_outer;
     NodeRef global = cidx(1), work = reduce_work;
     for (size_t i = 0; i < k.loops.size(); i++) {
         if (i < n_outer) global = imul(global, k.loops[i]->srcs[0]);

@@ -148,6 +148,22 @@ TEST_CASE("sum and max over any axes, with keepdim and on transposed views") {
     check(t.sum(2, true) - t.max(2, true), s1, 1e-6);
 }
 
+TEST_CASE("a last axis of 1 to 5 elements (written out in the loop before it) under views and reductions") {
+    for (int64_t k = 1; k <= 5; k++) {
+        CAPTURE(k);
+        Host h = host({3, 5, 4, k}, 7);
+        Tensor t = tensor(h.v, {3, 5, 4, k}, f32);
+        check(t.permute({1, 0, 2, 3}) * 2.0, [&] {
+            Host p = h.permute({1, 0, 2, 3});
+            for (auto& x : p.v) x *= 2;
+            return p;
+        }(), 1e-6);
+        check(t.sum(2, true), h.reduce({2}, false), 1e-6);
+        check(t.permute({0, 3, 1, 2}).max(3, true).permute({0, 2, 3, 1}), h.reduce({2}, true));
+        check(t.shrink({{1, 3}, {0, 5}, {1, 4}, {0, k}}).sum({0, 1}, true), h.shrink({{1, 3}, {0, 5}, {1, 4}, {0, k}}).reduce({0, 1}, false), 1e-6);
+    }
+}
+
 TEST_CASE("reductions of integer, half and bool tensors") {
     std::vector<double> v;
     for (int i = 0; i < 24; i++) v.push_back((i * 5) % 11 - 4);
