@@ -110,8 +110,9 @@ TEST_CASE("matmul over weights packed as panels matches the reference, every pac
         ActiveIsa active(isa);
         for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K}) {
             const bool k_quant = gguf::type_traits(type).block_size == 256;
-            const std::vector<Case> shapes = k_quant ? std::vector<Case>{{64, 512, 0}, {48, 768, 0}, {16, 256, 0}}
-                                                     : std::vector<Case>{{64, 128, 0}, {48, 768, 0}, {16, 64, 0}};
+            // 1 to 5 panels: the decode kernels take 3 (one token) or 2 (two) side by side, then fewer
+            const std::vector<Case> shapes = k_quant ? std::vector<Case>{{64, 512, 0}, {48, 768, 0}, {16, 256, 0}, {80, 256, 0}}
+                                                     : std::vector<Case>{{64, 128, 0}, {48, 768, 0}, {16, 64, 0}, {80, 64, 0}};
             for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 17})  // decode tiles of 1-4 tokens, prefill beyond
                 for (Case c : shapes) {
                     c.n_tokens = n_tokens, c.packed = true;
