@@ -1,9 +1,11 @@
 // AVX-512 matrix-vector products over weights packed as panels of 16 rows (kernels.h, packed.cpp has
 // the formats). Lanes run across the panel's rows: one aligned 64-byte load holds 4 code bytes of 16
 // rows, and vpdpbusd with one broadcast 4-byte slice of a token's quants advances all 16 dot products
-// (nibble types: two, the low and the high nibbles). The weights stream front to back as one sequence
-// with prefetch, with a fraction of the instructions per byte of the row-wise kernels.
+// (nibble types: two, the low and the high nibbles). The weights stream front to back with prefetch,
+// a few panels side by side (below), with a fraction of the instructions per byte of the row-wise kernels.
 #include "devices/cpu/kernels/avx512_impl.h"
+
+#include <type_traits>
 
 namespace cpu_kernels::avx512 {
 
@@ -292,7 +294,7 @@ void tile_q6_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512
     }
 }
 
-// Panels of rows [r0, r1) × N tokens, P panels at a time while P are left, then one at a time; whole
+// Panels of rows [r0, r1) × N tokens, P panels at a time while P are left, then two, then one; whole
 // panels are computed, the rows `keep` selects stored. One function per type: with the four tiles
 // inlined into one, GCC's allocation of one tile's registers depended on the others (the Q8_0 tile's
 // second chain cost Q4_K decode a third of its speed).
