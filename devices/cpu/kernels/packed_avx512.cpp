@@ -93,62 +93,42 @@ inline __m512i q6_k_top(__m512i h, int k) {
 // in one process): Q4_K 37 model tok/s with 1 panel, 40 with 2, 42 with 3 or 4, 47 for a loop that
 // only reads the panels; Q6_K, Q8_0, Q4_0 gain 5-12%, 3 panels at least as fast as 4.
 
-// Q8_0: per group 8 words of codes (q + 128), then after all codes the fp16 scales [group][16].
-template <int P, int N>
-void tile_q8_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
-    const int64_t scales = kPanelRows * K;
+// Q8_0 and Q4_0 (NIBBLES), one fp16 scale per 32-element group. Q8_0: per group 8 words of codes
+// (q + 128); Q4_0: 4 words whose low nibbles are elements 0-15 and high nibbles 16-31. After all codes
+// the scales [group][16 rows].
+template <int P, int N, bool NIBBLES>
+void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
+    constexpr int kWords = NIBBLES ? 4 : 8;
+    const int64_t scales = kPanelRows * K / (NIBBLES ? 2 : 1);
     for (int64_t g = 0; g < K / 32; g++) {
-        __m512i dot[P][N][2];  // two chains (even and odd words), as in tile_q4_k
+        const int64_t codes = g * kWords * 64;
+        // two chains (Q8_0: even and odd words; Q4_0: low and high nibbles), as in tile_q4_k
+        __m512i dot[P][N][2];
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
-            prefetch_lines(panel[q] + g * 8 * 64 + kPrefetchAhead, 8);  // the hardware prefetcher alone leaves the loads waiting
+            prefetch_lines(panel[q] + codes + kPrefetchAhead, kWords);  // the hardware prefetcher alone leaves the loads waiting
 #pragma GCC unroll 4
             for (int t = 0; t < N; t++) dot[q][t][0] = _mm512_set1_epi32(x[t].corr[g]), dot[q][t][1] = _mm512_setzero_si512();
         }
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < kWords; k++)
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
-                const __m512i c = _mm512_loadu_si512(panel[q] + g * 8 * 64 + 64 * k);  // aligned in device buffers
-#pragma GCC unroll 4
-                for (int t = 0; t < N; t++) dot[q][t][k % 2] = dpbusd_bcast(dot[q][t][k % 2], c, x[t].q + 32 * g + 4 * k);
-            }
-#pragma GCC unroll 4
-        for (int q = 0; q < P; q++) {
-            const __m512 s = halves16(panel[q] + scales + 32 * g);
-#pragma GCC unroll 4
-            for (int t = 0; t < N; t++)
-                acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[q][t][0], dot[q][t][1])), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[q][t]);
-        }
-    }
-}
-
-// Q4_0: per group 4 words whose low nibbles are elements 0-15 and high nibbles 16-31; scales as Q8_0.
-template <int P, int N>
-void tile_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
-    const int64_t scales = kPanelRows * K / 2;
-    for (int64_t g = 0; g < K / 32; g++) {
-        __m512i dot[P][N][2];  // two chains (low and high nibbles), as in tile_q4_k
-#pragma GCC unroll 4
-        for (int q = 0; q < P; q++) {
-            prefetch_lines(panel[q] + g * 4 * 64 + kPrefetchAhead, 4);
-#pragma GCC unroll 4
-            for (int t = 0; t < N; t++) dot[q][t][0] = _mm512_set1_epi32(x[t].corr[g]), dot[q][t][1] = _mm512_setzero_si512();
-        }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-#pragma GCC unroll 4
-            for (int q = 0; q < P; q++) {
-                const __m512i c = _mm512_loadu_si512(panel[q] + g * 4 * 64 + 64 * k), lo = low_nibbles(c), hi = high_nibbles(c);
+                const __m512i c = _mm512_loadu_si512(panel[q] + codes + 64 * k);  // aligned in device buffers
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) {
-                    dot[q][t][0] = dpbusd_bcast(dot[q][t][0], lo, x[t].q + 32 * g + 4 * k);
-                    dot[q][t][1] = dpbusd_bcast(dot[q][t][1], hi, x[t].q + 32 * g + 16 + 4 * k);
+                    const int8_t* xq = x[t].q + 32 * g + 4 * k;
+                    if constexpr (NIBBLES) {
+                        dot[q][t][0] = dpbusd_bcast(dot[q][t][0], low_nibbles(c), xq);
+                        dot[q][t][1] = dpbusd_bcast(dot[q][t][1], high_nibbles(c), xq + 16);
+                    } else {
+                        dot[q][t][k % 2] = dpbusd_bcast(dot[q][t][k % 2], c, xq);
+                    }
                 }
             }
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
-            if (g % 2 == 0) prefetch_lines(panel[q] + scales + 32 * g + 2048, 1);
+            if (NIBBLES && g % 2 == 0) prefetch_lines(panel[q] + scales + 32 * g + 2048, 1);
             const __m512 s = halves16(panel[q] + scales + 32 * g);
 #pragma GCC unroll 4
             for (int t = 0; t < N; t++)
@@ -313,10 +293,9 @@ void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_
 #pragma GCC unroll 4
             for (int t = 0; t < N; t++) acc[q][t] = _mm512_setzero_ps();
         }
-        if constexpr (T == Type::Q4_0) tile_q4_0<Q, N>(panels, m.n_cols, x, acc);
-        else if constexpr (T == Type::Q4_K) tile_q4_k<Q, N>(panels, m.n_cols, x, acc);
+        if constexpr (T == Type::Q4_K) tile_q4_k<Q, N>(panels, m.n_cols, x, acc);
         else if constexpr (T == Type::Q6_K) tile_q6_k<Q, N>(panels, m.n_cols, x, acc);
-        else tile_q8_0<Q, N>(panels, m.n_cols, x, acc);
+        else tile_q8_0_q4_0<Q, N, T == Type::Q4_0>(panels, m.n_cols, x, acc);
         for (int q = 0; q < Q; q++, p++) {
             const int64_t first = p * kPanelRows;
             const int64_t lo = r0 > first ? r0 - first : 0, hi = r1 - first < kPanelRows ? r1 - first : kPanelRows;
