@@ -106,9 +106,10 @@ TEST_CASE("matmul of random matrices matches the dequantize-and-dot reference, e
 }
 
 TEST_CASE("matmul over weights packed as panels matches the reference, every packed type and variant") {
-    for (Isa isa : supported_isas()) {
+    for (const auto& [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
-        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K}) {
+        AmxEnabled tiles(amx);
+        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
             const bool k_quant = gguf::type_traits(type).block_size == 256;
             // 1 to 5 panels: the decode kernels take 3 (one token) or 2 (two) side by side, then fewer
             const std::vector<Case> shapes = k_quant ? std::vector<Case>{{64, 512, 0}, {48, 768, 0}, {16, 256, 0}, {80, 256, 0}}
@@ -116,7 +117,7 @@ TEST_CASE("matmul over weights packed as panels matches the reference, every pac
             for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 17})  // decode tiles of 1-4 tokens, prefill beyond
                 for (Case c : shapes) {
                     c.n_tokens = n_tokens, c.packed = true;
-                    INFO(ck::isa_name(isa) << " " << gguf::type_name(type) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << n_tokens);
+                    INFO(ck::isa_name(isa) << (amx ? "+amx " : " ") << gguf::type_name(type) << " rows " << c.n_rows << " cols " << c.n_cols << " tokens " << n_tokens);
                     check_matmul(type, c, 77 + c.n_rows + n_tokens);  // row ranges split off panel bounds
                 }
         }
@@ -125,13 +126,13 @@ TEST_CASE("matmul over weights packed as panels matches the reference, every pac
     CHECK(ck::can_pack(Type::Q4_K, 32, 256));
     CHECK_FALSE(ck::can_pack(Type::Q8_0, 40, 64));   // rows not in whole panels
     CHECK_FALSE(ck::can_pack(Type::Q4_0, 32, 96));   // columns not a multiple of 64
-    CHECK_FALSE(ck::can_pack(Type::Q5_K, 32, 256));  // no panel format for this type yet
+    CHECK_FALSE(ck::can_pack(Type::Q2_K, 32, 256));  // no panel format for this type
     std::vector<uint8_t> w(40 * 34 * 2), out(w.size());
     CHECK_THROWS_WITH(ck::pack_rows(Type::Q8_0, w.data(), 40, 64, out.data(), 0, 2), Catch::StartsWith("[cpu_kernels.pack_rows] q8_0 (40, 64)"));
 }
 
 TEST_CASE("unpacking panels gives back the packed rows byte for byte") {
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K}) {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
         INFO(gguf::type_name(type));
         Rng rng(5);
         const int64_t n_rows = 32, n_cols = 512, row = static_cast<int64_t>(*gguf::row_bytes(type, n_cols));
@@ -153,7 +154,7 @@ TEST_CASE("matmul over long rows (split into column slices) matches the referenc
     for (auto [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
         AmxEnabled tiles(amx);
-        for (Type type : {Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q4_K, Type::Q6_K}) {
+        for (Type type : {Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
             INFO(ck::isa_name(isa) << (amx ? "+amx " : " ") << gguf::type_name(type));
             check_matmul(type, {20, 2560, 9}, 7);
         }
@@ -248,7 +249,7 @@ TEST_CASE("matmul row ranges of one product sharing an activations key give the 
     for (const auto& [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
         AmxEnabled tiles(amx);
-        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q6_K, Type::Q5_1})
+        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q5_1})
             for (bool packed : {false, true}) {
                 if (packed && (!ck::can_pack(type, 96, 512) || isa != Isa::AVX512)) continue;
                 Rng rng(5);

@@ -204,7 +204,7 @@ void validate(const Matmul& m) {
         error("n_cols " + std::to_string(m.n_cols) + " does not fit the activation block size");
     if (m.y_stride < m.n_rows) error("y_stride " + std::to_string(m.y_stride) + " < n_rows");
     if (m.n_rows > 0 && m.n_tokens > 0 && (!m.w || !m.x || !m.y)) error("null pointer");
-    if (m.packed && !can_pack(m.type, m.n_rows, m.n_cols)) error("packed weights must be pack_rows() panels (Q8_0, Q4_0, Q4_K, Q6_K; 16·k rows)");
+    if (m.packed && !can_pack(m.type, m.n_rows, m.n_cols)) error("packed weights must be pack_rows() panels of a type with a panel format, 16·k rows");
 }
 
 void matmul_generic(const Matmul& m, gguf::DequantizeFn dequantize, int64_t row_begin, int64_t row_end) {

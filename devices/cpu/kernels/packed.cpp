@@ -55,15 +55,12 @@ void q4_0_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
     get_half(meta, r, &blk->d);
 }
 
-// Q4_K: stream = qs (per 64 elements 32 bytes: low nibbles group 2c, high nibbles 2c + 1); meta =
-// d[16], dmin[16], then the 6-bit scales and mins split into low nibbles, lo[j][16] = sc_j | m_j << 4,
-// and top bits, hi[j % 4][16] = its 2-bit pairs (sc_j, m_j, sc_j+4, m_j+4 for j < 4).
-void q4_k_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
-    auto blk = reinterpret_cast<const gguf::block_q4_K*>(b);
-    std::memcpy(s, blk->qs, 128);
-    put_half(meta, r, &blk->d);
-    put_half(meta + 32, r, &blk->dmin);
-    const uint8_t* q = blk->scales;
+// The 6-bit scales and mins of a Q4_K or Q5_K super-block (12 bytes) as a panel's meta for row r:
+// d[16], dmin[16], then the low nibbles, lo[j][16] = sc_j | m_j << 4, and the top bits,
+// hi[j % 4][16] = its 2-bit pairs (sc_j, m_j, sc_j+4, m_j+4 for j < 4).
+void k_scales_to(const gguf::half& d, const gguf::half& dmin, const uint8_t* q, int r, uint8_t* meta) {
+    put_half(meta, r, &d);
+    put_half(meta + 32, r, &dmin);
     uint8_t sc[8], mn[8];
     for (int j = 0; j < 4; j++) sc[j] = q[j] & 63, mn[j] = q[j + 4] & 63;
     for (int j = 4; j < 8; j++)
@@ -72,22 +69,63 @@ void q4_k_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
     for (int j = 0; j < 4; j++)
         meta[192 + 16 * j + r] = static_cast<uint8_t>(sc[j] >> 4 | (mn[j] >> 4) << 2 | (sc[j + 4] >> 4) << 4 | (mn[j + 4] >> 4) << 6);
 }
-void q4_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
-    auto blk = reinterpret_cast<gguf::block_q4_K*>(b);
-    std::memcpy(blk->qs, s, 128);
-    get_half(meta, r, &blk->d);
-    get_half(meta + 32, r, &blk->dmin);
+void k_scales_from(const uint8_t* meta, int r, gguf::half& d, gguf::half& dmin, uint8_t* q) {
+    get_half(meta, r, &d);
+    get_half(meta + 32, r, &dmin);
     uint8_t sc[8], mn[8];
     for (int j = 0; j < 8; j++) {
         const int lo = meta[64 + 16 * j + r], hi = meta[192 + 16 * (j % 4) + r] >> (j < 4 ? 0 : 4);
         sc[j] = static_cast<uint8_t>((lo & 15) | (hi & 3) << 4), mn[j] = static_cast<uint8_t>(lo >> 4 | ((hi >> 2) & 3) << 4);
     }
-    uint8_t* q = blk->scales;
     for (int j = 0; j < 4; j++) {
         q[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
         q[j + 4] = static_cast<uint8_t>(mn[j] | (mn[j + 4] >> 4) << 6);
         q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
     }
+}
+
+// Q4_K: stream = qs (per 64 elements 32 bytes: low nibbles group 2c, high nibbles 2c + 1); meta as
+// k_scales_to.
+void q4_k_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q4_K*>(b);
+    std::memcpy(s, blk->qs, 128);
+    k_scales_to(blk->d, blk->dmin, blk->scales, r, meta);
+}
+void q4_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q4_K*>(b);
+    std::memcpy(blk->qs, s, 128);
+    k_scales_from(meta, r, blk->d, blk->dmin, blk->scales);
+}
+
+// Q5_K: stream per 64 elements c (40 bytes): its 32 bytes of qs as Q4_K, then the fifth bits as two
+// words, one for the low nibbles' elements and one for the high nibbles' (byte i of word h: bit L is
+// the fifth bit of element 64c + 32h + 4L + i, so word k of the codes finds its bits at bit k); meta as
+// k_scales_to. ggml keeps the fifth bit of element 64c + 32h + l at bit 2c + h of qh[l].
+void q5_k_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q5_K*>(b);
+    for (int c = 0; c < 4; c++) {
+        uint8_t* o = s + 40 * c;
+        std::memcpy(o, blk->qs + 32 * c, 32);
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 4; i++) {
+                int v = 0;
+                for (int L = 0; L < 8; L++) v |= ((blk->qh[4 * L + i] >> (2 * c + h)) & 1) << L;
+                o[32 + 4 * h + i] = static_cast<uint8_t>(v);
+            }
+    }
+    k_scales_to(blk->d, blk->dmin, blk->scales, r, meta);
+}
+void q5_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q5_K*>(b);
+    std::memset(blk->qh, 0, 32);
+    for (int c = 0; c < 4; c++) {
+        const uint8_t* o = s + 40 * c;
+        std::memcpy(blk->qs + 32 * c, o, 32);
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 4; i++)
+                for (int L = 0; L < 8; L++) blk->qh[4 * L + i] |= static_cast<uint8_t>(((o[32 + 4 * h + i] >> L) & 1) << (2 * c + h));
+    }
+    k_scales_from(meta, r, blk->d, blk->dmin, blk->scales);
 }
 
 // Q6_K element codes (0..63, ggml's order: per 128 elements, ql[l] low / ql[l + 32] low / ql[l] high /
@@ -152,6 +190,7 @@ const PanelFormat kFormats[] = {
     {Type::Q8_0, 32, 32, 2, q8_0_to, q8_0_from},
     {Type::Q4_0, 32, 16, 2, q4_0_to, q4_0_from},
     {Type::Q4_K, 256, 128, 16, q4_k_to, q4_k_from},
+    {Type::Q5_K, 256, 160, 16, q5_k_to, q5_k_from},
     {Type::Q6_K, 256, 192, 18, q6_k_to, q6_k_from},
 };
 
@@ -159,6 +198,13 @@ const PanelFormat* format_of(Type t) {
     for (const PanelFormat& f : kFormats)
         if (f.type == t) return &f;
     return nullptr;
+}
+
+// "q8_0, q4_0, ...": the types with a panel format, for messages.
+std::string packable_names() {
+    std::string names;
+    for (const PanelFormat& f : kFormats) names += (names.empty() ? "" : ", ") + std::string(gguf::type_traits(f.type).name);
+    return names;
 }
 
 // The byte of the codes region that holds byte b of row r's stream.
@@ -180,7 +226,7 @@ void pack_rows(Type weight_type, const void* w, int64_t n_rows, int64_t n_cols, 
                int64_t panel_end) {
     if (!can_pack(weight_type, n_rows, n_cols))
         throw Error("[cpu_kernels.pack_rows] " + std::string(gguf::type_traits(weight_type).name) + " (" + std::to_string(n_rows) +
-                    ", " + std::to_string(n_cols) + "): only Q8_0, Q4_0, Q4_K and Q6_K, rows in panels of 16, columns in multiples of 64 (256 for K-quants)");
+                    ", " + std::to_string(n_cols) + "): only " + packable_names() + ", rows in panels of 16, columns in multiples of 64 (256 for K-quants)");
     const PanelFormat& f = *format_of(weight_type);
     const size_t row_bytes = bytes_per_row(weight_type, n_cols), panel_bytes = kPanelRows * row_bytes;
     const int64_t n_units = n_cols / f.unit, block_bytes = static_cast<int64_t>(row_bytes) / n_units;

@@ -21,8 +21,8 @@ inline void prefetch_lines(const uint8_t* p, int n_lines) {
 }
 
 // One token's activation. Q8_0 (for Q8_0, Q4_0 weights): K quants, then per 32-element group d_x and
-// −zero·Σq. Q8_K (Q4_K, Q6_K): the blocks' quants, and per super-block d_x and 16 ints: Σq per
-// 32-element group (Q4_K, 8 used) or −32·Σq per 16 (Q6_K).
+// −zero·Σq. Q8_K (Q4_K, Q5_K, Q6_K): the blocks' quants, and per super-block d_x and 16 ints: Σq per
+// 32-element group (Q4_K, Q5_K: 8 used) or −32·Σq per 16 (Q6_K).
 struct PanelAct {
     const int8_t* q;
     const float* d;
@@ -102,7 +102,7 @@ void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, _
     const int64_t scales = kPanelRows * K / (NIBBLES ? 2 : 1);
     for (int64_t g = 0; g < K / 32; g++) {
         const int64_t codes = g * kWords * 64;
-        // two chains (Q8_0: even and odd words; Q4_0: low and high nibbles), as in tile_q4_k
+        // two chains (Q8_0: even and odd words; Q4_0: low and high nibbles), as in tile_q4_k_q5_k
         __m512i dot[P][N][2];
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
@@ -137,11 +137,20 @@ void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, _
     }
 }
 
-// Q4_K: per 64 elements 8 words (low nibbles group 2c, high 2c + 1); per super-block after all codes
-// 256 bytes of d, dmin and the 6-bit scales and mins split in nibbles and top bits (packed.cpp).
-template <int P, int N>
-void tile_q4_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
-    const int64_t metas = kPanelRows * K / 2;
+// The fifth bits of word k of a Q5_K chunk's codes (h: one of its two bit words, bit k of each byte)
+// at bit 4 of each byte.
+inline __m512i q5_k_fifth(__m512i h, int k) {
+    const __m512i s = k < 4 ? _mm512_slli_epi16(h, 4 - k) : k == 4 ? h : _mm512_srli_epi16(h, k - 4);
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x10));
+}
+
+// Q4_K and Q5_K (FIVE): per 64 elements 8 words (low nibbles group 2c, high 2c + 1), Q5_K then 2
+// words of fifth bits; per super-block after all codes 256 bytes of d, dmin and the 6-bit scales and
+// mins split in nibbles and top bits (packed.cpp).
+template <int P, int N, bool FIVE>
+void tile_q4_k_q5_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
+    constexpr int kWords = FIVE ? 10 : 8;  // per 64 elements
+    const int64_t metas = kPanelRows * K * kWords / 16;
     alignas(64) uint8_t sc[P][128], mn[P][128];  // [group][16 rows]
     for (int64_t i = 0; i < K / 256; i++) {
         __m512 super[P][N];
@@ -155,12 +164,14 @@ void tile_q4_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512
         }
 #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
-            const int64_t codes = (4 * i + c) * 8 * 64;
+            const int64_t codes = (4 * i + c) * kWords * 64;
             // two chains per sum (even and odd words): a chain of 8 dependent products would bound the loop
             __m512i dlo[P][N][2], dhi[P][N][2];
+            __m512i h0[P], h1[P];
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
-                prefetch_lines(panel[q] + codes + kPrefetchAhead, 8);
+                prefetch_lines(panel[q] + codes + kPrefetchAhead, kWords);
+                if constexpr (FIVE) h0[q] = _mm512_loadu_si512(panel[q] + codes + 512), h1[q] = _mm512_loadu_si512(panel[q] + codes + 576);
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) dlo[q][t][0] = dhi[q][t][0] = dlo[q][t][1] = dhi[q][t][1] = _mm512_setzero_si512();
             }
@@ -168,8 +179,14 @@ void tile_q4_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512
             for (int k = 0; k < 8; k++)
 #pragma GCC unroll 4
                 for (int q = 0; q < P; q++) {
-                    // the high nibbles in place (16 × their value): their scale carries the 1/16 (exact)
-                    const __m512i v = _mm512_loadu_si512(panel[q] + codes + 64 * k), lo = low_nibbles(v), hv = _mm512_and_si512(v, _mm512_set1_epi8(-16));
+                    const __m512i v = _mm512_loadu_si512(panel[q] + codes + 64 * k);
+                    __m512i lo, hv;
+                    if constexpr (FIVE) {
+                        lo = _mm512_or_si512(low_nibbles(v), q5_k_fifth(h0[q], k));
+                        hv = _mm512_or_si512(high_nibbles(v), q5_k_fifth(h1[q], k));
+                    } else {  // the high nibbles in place (16 × their value): their scale carries the 1/16 (exact)
+                        lo = low_nibbles(v), hv = _mm512_and_si512(v, _mm512_set1_epi8(-16));
+                    }
 #pragma GCC unroll 4
                     for (int t = 0; t < N; t++) {
                         const int8_t* xq = x[t].q + 256 * i + 64 * c + 4 * k;
@@ -180,8 +197,8 @@ void tile_q4_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
                 const __m512 s_lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc[q] + 32 * c))));
-                const __m512 s_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc[q] + 32 * c + 16)))),
-                                                  _mm512_set1_ps(1.0f / 16));
+                __m512 s_hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc[q] + 32 * c + 16))));
+                if constexpr (!FIVE) s_hi = _mm512_mul_ps(s_hi, _mm512_set1_ps(1.0f / 16));
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) {
                     super[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dlo[q][t][0], dlo[q][t][1])), s_lo, super[q][t]);
@@ -293,7 +310,7 @@ void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_
 #pragma GCC unroll 4
             for (int t = 0; t < N; t++) acc[q][t] = _mm512_setzero_ps();
         }
-        if constexpr (T == Type::Q4_K) tile_q4_k<Q, N>(panels, m.n_cols, x, acc);
+        if constexpr (T == Type::Q4_K || T == Type::Q5_K) tile_q4_k_q5_k<Q, N, T == Type::Q5_K>(panels, m.n_cols, x, acc);
         else if constexpr (T == Type::Q6_K) tile_q6_k<Q, N>(panels, m.n_cols, x, acc);
         else tile_q8_0_q4_0<Q, N, T == Type::Q4_0>(panels, m.n_cols, x, acc);
         for (int q = 0; q < Q; q++, p++) {
@@ -346,10 +363,12 @@ void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int
             _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K / 2 + 32 * (k0 / 32 + g)));
             _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
         }
-    } else if (type == Type::Q4_K) {
+    } else if (type == Type::Q4_K || type == Type::Q5_K) {
+        const bool five = type == Type::Q5_K;
+        const int words = five ? 10 : 8;  // per 64 elements
         alignas(64) uint8_t sc[128], mn[128];
         for (int64_t i = 0; i < k_len / 256; i++) {
-            const uint8_t* meta = panel + kPanelRows * K / 2 + 256 * (k0 / 256 + i);
+            const uint8_t* meta = panel + kPanelRows * K * words / 16 + 256 * (k0 / 256 + i);
             q4_k_scales_mins(meta, sc, mn);
             const __m512 d = halves16(meta), dmin = halves16(meta + 32);
             for (int j = 0; j < 8; j++) {
@@ -358,11 +377,16 @@ void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int
                 _mm512_store_ps(p.s + 16 * (8 * i + j), _mm512_mul_ps(d, s));
                 _mm512_store_ps(p.o + 16 * (8 * i + j), _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, m)));
             }
-            for (int c = 0; c < 4; c++)
+            for (int c = 0; c < 4; c++) {
+                const uint8_t* codes = panel + (4 * (k0 / 256 + i) + c) * words * 64;
+                const __m512i h0 = five ? _mm512_loadu_si512(codes + 512) : _mm512_setzero_si512();
+                const __m512i h1 = five ? _mm512_loadu_si512(codes + 576) : _mm512_setzero_si512();
                 for (int k = 0; k < 8; k++) {
-                    const __m512i v = _mm512_loadu_si512(panel + (4 * (k0 / 256 + i) + c) * 512 + 64 * k);
-                    put(64 * i + 16 * c + k, low_nibbles(v)), put(64 * i + 16 * c + 8 + k, high_nibbles(v));
+                    const __m512i v = _mm512_loadu_si512(codes + 64 * k);
+                    put(64 * i + 16 * c + k, _mm512_or_si512(low_nibbles(v), q5_k_fifth(h0, k)));
+                    put(64 * i + 16 * c + 8 + k, _mm512_or_si512(high_nibbles(v), q5_k_fifth(h1, k)));
                 }
+            }
         }
     } else {  // Q6_K
         for (int64_t i = 0; i < k_len / 256; i++) {
@@ -396,6 +420,7 @@ void gemv_packed(const Matmul& m, int64_t r0, int64_t r1) {
         switch (m.type) {
             case Type::Q4_0: panel_tokens<Type::Q4_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::Q4_K: panel_tokens<Type::Q4_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::Q5_K: panel_tokens<Type::Q5_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::Q6_K: panel_tokens<Type::Q6_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             default: panel_tokens<Type::Q8_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
         }
