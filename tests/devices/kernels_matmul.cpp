@@ -109,7 +109,7 @@ TEST_CASE("matmul over weights packed as panels matches the reference, every pac
     for (const auto& [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
         AmxEnabled tiles(amx);
-        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+        for (Type type : {Type::Q8_0, Type::Q4_0, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
             const bool k_quant = gguf::type_traits(type).block_size == 256;
             // 1 to 5 panels: the decode kernels take 3 (one token) or 2 (two) side by side, then fewer
             const std::vector<Case> shapes = k_quant ? std::vector<Case>{{64, 512, 0}, {48, 768, 0}, {16, 256, 0}, {80, 256, 0}}
@@ -132,7 +132,7 @@ TEST_CASE("matmul over weights packed as panels matches the reference, every pac
 }
 
 TEST_CASE("unpacking panels gives back the packed rows byte for byte") {
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
         INFO(gguf::type_name(type));
         Rng rng(5);
         const int64_t n_rows = 32, n_cols = 512, row = static_cast<int64_t>(*gguf::row_bytes(type, n_cols));
@@ -154,7 +154,7 @@ TEST_CASE("matmul over long rows (split into column slices) matches the referenc
     for (auto [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
         AmxEnabled tiles(amx);
-        for (Type type : {Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+        for (Type type : {Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
             INFO(ck::isa_name(isa) << (amx ? "+amx " : " ") << gguf::type_name(type));
             check_matmul(type, {20, 2560, 9}, 7);
         }
@@ -249,7 +249,7 @@ TEST_CASE("matmul row ranges of one product sharing an activations key give the 
     for (const auto& [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
         AmxEnabled tiles(amx);
-        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q5_1})
+        for (Type type : {Type::Q8_0, Type::Q4_0, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q5_1})
             for (bool packed : {false, true}) {
                 if (packed && (!ck::can_pack(type, 96, 512) || isa != Isa::AVX512)) continue;
                 Rng rng(5);

@@ -18,8 +18,8 @@ using namespace etest;
 
 namespace {
 
-// Expert weights (E, N, K) of `type` and the floats they dequantize to. MXFP4, Q4_K and Q6_K have no
-// reference quantizer: their blocks are random codes with fixed small scales.
+// Expert weights (E, N, K) of `type` and the floats they dequantize to. MXFP4, the K-quants and IQ4 have
+// no reference quantizer: their blocks are random codes with fixed small scales.
 struct ExpertWeights {
     Tensor t;
     std::vector<double> deq;
@@ -33,16 +33,19 @@ ExpertWeights expert_weights(gguf::Type type, int64_t E, int64_t N, int64_t K, u
         std::vector<double> r = uniform(raw.size(), seed, 0, 256);
         for (size_t i = 0; i < raw.size(); i++) raw[i] = uint8_t(r[i]);
         for (size_t b = 0; b < raw.size(); b += tr.bytes_per_block) raw[b] = uint8_t(124 + raw[b] % 6);  // E8M0 2^-4 .. 2^1
-    } else if (type == gguf::Type::Q4_K || type == gguf::Type::Q6_K) {  // no reference quantizer: random codes, d = dmin = 2^-7
+    } else if (!tr.quantize) {  // no reference quantizer (K-quants, IQ4): random codes, d = dmin = 2^-7
         std::vector<double> r = uniform(raw.size(), seed, 0, 256);
         for (size_t i = 0; i < raw.size(); i++) raw[i] = uint8_t(r[i]);
-        for (size_t b = 0; b < raw.size(); b += tr.bytes_per_block) {
-            const gguf::half d = 0x2000;
-            if (type == gguf::Type::Q4_K)
-                std::memcpy(raw.data() + b + offsetof(gguf::block_q4_K, d), &d, 2), std::memcpy(raw.data() + b + offsetof(gguf::block_q4_K, dmin), &d, 2);
-            else
-                std::memcpy(raw.data() + b + offsetof(gguf::block_q6_K, d), &d, 2);
-        }
+        const gguf::half d = 0x2000;
+        std::vector<size_t> scales;  // offsets of the block's fp16 scales
+        if (type == gguf::Type::Q4_K) scales = {offsetof(gguf::block_q4_K, d), offsetof(gguf::block_q4_K, dmin)};
+        else if (type == gguf::Type::Q5_K) scales = {offsetof(gguf::block_q5_K, d), offsetof(gguf::block_q5_K, dmin)};
+        else if (type == gguf::Type::Q6_K) scales = {offsetof(gguf::block_q6_K, d)};
+        else if (type == gguf::Type::IQ4_XS) scales = {offsetof(gguf::block_iq4_xs, d)};
+        else if (type == gguf::Type::IQ4_NL) scales = {offsetof(gguf::block_iq4_nl, d)};
+        else FAIL("expert_weights: no scale offsets for " << gguf::type_name(type));
+        for (size_t b = 0; b < raw.size(); b += tr.bytes_per_block)
+            for (size_t at : scales) std::memcpy(raw.data() + b + at, &d, 2);
     } else {
         std::vector<double> v = uniform(size_t(n), seed, -1, 1);
         std::vector<float> f(v.begin(), v.end());
@@ -103,7 +106,8 @@ TEST_CASE("expert-indexed linear matches a per-token product with each chosen ex
 
 TEST_CASE("expert weights packed by pack_experts give what their rows give") {
     const int64_t E = 5, K = 256, k = 2;
-    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_0, gguf::Type::Q4_K, gguf::Type::Q6_K}) {
+    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_0, gguf::Type::IQ4_NL, gguf::Type::IQ4_XS, gguf::Type::Q4_K,
+                            gguf::Type::Q5_K, gguf::Type::Q6_K}) {
         const int64_t N = 32;  // two panels of 16 rows per expert
         ExpertWeights w = expert_weights(type, E, N, K, 21);
         Tensor packed = pack_experts(w.t);

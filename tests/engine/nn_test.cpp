@@ -194,9 +194,9 @@ TEST_CASE("linear_weight: one declaration, each weight's outputs whether the dev
                         Catch::Contains("[engine] linear_weight: weights of one input differ in columns"));
 }
 
-TEST_CASE("linear over Q4_0, Q4_K, Q5_K and Q6_K weights packed by pack_for_linear gives what the rows give") {
+TEST_CASE("linear over weights of every panel type packed by pack_for_linear gives what the rows give") {
     const int64_t N = 48, K = 512;
-    for (gguf::Type type : {gguf::Type::Q4_0, gguf::Type::Q4_K, gguf::Type::Q5_K, gguf::Type::Q6_K}) {
+    for (gguf::Type type : {gguf::Type::Q4_0, gguf::Type::IQ4_NL, gguf::Type::IQ4_XS, gguf::Type::Q4_K, gguf::Type::Q5_K, gguf::Type::Q6_K}) {
         // random blocks (gguf has no K-quant quantizer), with fp16 scales of a sane size
         const gguf::TypeTraits& tr = gguf::type_traits(type);
         std::vector<double> bytes = uniform(size_t(N * K / tr.block_size * tr.bytes_per_block), 21, 0, 255.99);

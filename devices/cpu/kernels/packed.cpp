@@ -4,6 +4,7 @@
 #include "devices/cpu/kernels/kernels_impl.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -43,7 +44,8 @@ void q8_0_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
     get_half(meta, r, &blk->d);
 }
 
-// Q4_0: stream = qs (byte i: element i low, i + 16 high); meta = d[16].
+// Q4_0 and IQ4_NL (the same block: the nibbles index IQ4_NL's codebook): stream = qs (byte i: element
+// i low, i + 16 high); meta = d[16].
 void q4_0_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
     auto blk = reinterpret_cast<const gguf::block_q4_0*>(b);
     std::memcpy(s, blk->qs, 16);
@@ -128,6 +130,23 @@ void q5_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
     k_scales_from(meta, r, blk->d, blk->dmin, blk->scales);
 }
 
+// IQ4_XS: stream = qs (per 32 elements 16 bytes: byte k element k low, 16 + k high); meta = d[16],
+// scales_l[4][16], scales_h[16] (the file's 6-bit scales as they are: 8 bytes a row, as in the block).
+void iq4_xs_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_iq4_xs*>(b);
+    std::memcpy(s, blk->qs, 128);
+    put_half(meta, r, &blk->d);
+    for (int j = 0; j < 4; j++) meta[32 + 16 * j + r] = blk->scales_l[j];
+    put_half(meta + 96, r, &blk->scales_h);
+}
+void iq4_xs_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_iq4_xs*>(b);
+    std::memcpy(blk->qs, s, 128);
+    get_half(meta, r, &blk->d);
+    for (int j = 0; j < 4; j++) blk->scales_l[j] = meta[32 + 16 * j + r];
+    get_half(meta + 96, r, &blk->scales_h);
+}
+
 // Q6_K element codes (0..63, ggml's order: per 128 elements, ql[l] low / ql[l + 32] low / ql[l] high /
 // ql[l + 32] high with qh bits 0-1 / 2-3 / 4-5 / 6-7 of qh[l]).
 void q6_k_codes(const gguf::block_q6_K* blk, uint8_t u[256]) {
@@ -186,9 +205,13 @@ void q6_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
     get_half(meta + 256, r, &blk->d);
 }
 
+static_assert(sizeof(gguf::block_iq4_nl) == sizeof(gguf::block_q4_0) && offsetof(gguf::block_iq4_nl, qs) == offsetof(gguf::block_q4_0, qs));
+
 const PanelFormat kFormats[] = {
     {Type::Q8_0, 32, 32, 2, q8_0_to, q8_0_from},
     {Type::Q4_0, 32, 16, 2, q4_0_to, q4_0_from},
+    {Type::IQ4_NL, 32, 16, 2, q4_0_to, q4_0_from},
+    {Type::IQ4_XS, 256, 128, 8, iq4_xs_to, iq4_xs_from},
     {Type::Q4_K, 256, 128, 16, q4_k_to, q4_k_from},
     {Type::Q5_K, 256, 160, 16, q5_k_to, q5_k_from},
     {Type::Q6_K, 256, 192, 18, q6_k_to, q6_k_from},

@@ -20,9 +20,9 @@ inline void prefetch_lines(const uint8_t* p, int n_lines) {
     for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
 }
 
-// One token's activation. Q8_0 (for Q8_0, Q4_0 weights): K quants, then per 32-element group d_x and
-// −zero·Σq. Q8_K (Q4_K, Q5_K, Q6_K): the blocks' quants, and per super-block d_x and 16 ints: Σq per
-// 32-element group (Q4_K, Q5_K: 8 used) or −32·Σq per 16 (Q6_K).
+// One token's activation. Q8_0 (for Q8_0, Q4_0, IQ4_NL weights): K quants, then per 32-element group
+// d_x and −zero·Σq. Q8_K (Q4_K, Q5_K, Q6_K, IQ4_XS): the blocks' quants, and per super-block d_x and 16
+// ints: per 32-element group Σq (Q4_K, Q5_K) or −128·Σq (IQ4_XS), 8 used, or −32·Σq per 16 (Q6_K).
 struct PanelAct {
     const int8_t* q;
     const float* d;
@@ -42,14 +42,14 @@ void prepare_panel_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens
             for (int64_t i = 0; i < K / 256; i++) {
                 std::memcpy(q + 256 * i, blk[i].qs, 256);
                 d[i] = blk[i].d;
-                for (int j = 0; j < 16; j++)
-                    corr[16 * i + j] = type == Type::Q6_K ? -32 * blk[i].bsums[j]
-                                       : j < 8        ? blk[i].bsums[2 * j] + blk[i].bsums[2 * j + 1]
-                                                      : 0;
+                for (int j = 0; j < 16; j++) {
+                    const int32_t sum32 = j < 8 ? blk[i].bsums[2 * j] + blk[i].bsums[2 * j + 1] : 0;  // Σq of group j of 32
+                    corr[16 * i + j] = type == Type::Q6_K ? -32 * blk[i].bsums[j] : type == Type::IQ4_XS ? -128 * sum32 : sum32;
+                }
             }
             continue;
         }
-        const int zero = type == Type::Q8_0 ? 128 : 8;  // the codes are q + 128 (Q8_0) or u = q + 8 (Q4_0)
+        const int zero = type == Type::Q4_0 ? 8 : 128;  // the codes are u = q + 8 (Q4_0), q + 128 (Q8_0, IQ4_NL's codebook)
         auto blk = reinterpret_cast<const gguf::block_q8_0*>(x + t * bytes_per_row(Type::Q8_0, K));
         for (int64_t g = 0; g < K / 32; g++) {
             const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[g].qs));
@@ -93,16 +93,20 @@ inline __m512i q6_k_top(__m512i h, int k) {
 // in one process): Q4_K 37 model tok/s with 1 panel, 40 with 2, 42 with 3 or 4, 47 for a loop that
 // only reads the panels; Q6_K, Q8_0, Q4_0 gain 5-12%, 3 panels at least as fast as 4.
 
-// Q8_0 and Q4_0 (NIBBLES), one fp16 scale per 32-element group. Q8_0: per group 8 words of codes
-// (q + 128); Q4_0: 4 words whose low nibbles are elements 0-15 and high nibbles 16-31. After all codes
-// the scales [group][16 rows].
-template <int P, int N, bool NIBBLES>
+// How a 32-element group's codes are stored: Q8_0 8 words of bytes (q + 128); Q4_0 and IQ4_NL 4
+// words whose low nibbles are elements 0-15 and high nibbles 16-31, IQ4_NL's through its codebook.
+enum class Codes { BYTES, NIBBLES, IQ4 };
+
+// Q8_0, Q4_0 and IQ4_NL, one fp16 scale per 32-element group: after all codes the scales [group][16 rows].
+template <int P, int N, Codes C>
 void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
-    constexpr int kWords = NIBBLES ? 4 : 8;
-    const int64_t scales = kPanelRows * K / (NIBBLES ? 2 : 1);
+    constexpr bool kNibbles = C != Codes::BYTES;
+    constexpr int kWords = kNibbles ? 4 : 8;
+    const int64_t scales = kPanelRows * K / (kNibbles ? 2 : 1);
+    const __m512i table = iq4nl_table();
     for (int64_t g = 0; g < K / 32; g++) {
         const int64_t codes = g * kWords * 64;
-        // two chains (Q8_0: even and odd words; Q4_0: low and high nibbles), as in tile_q4_k_q5_k
+        // two chains (Q8_0: even and odd words; nibbles: low and high), as in tile_q4_k_q5_k
         __m512i dot[P][N][2];
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
@@ -115,12 +119,15 @@ void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, _
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
                 const __m512i c = _mm512_loadu_si512(panel[q] + codes + 64 * k);  // aligned in device buffers
+                __m512i lo = c, hi = c;
+                if constexpr (kNibbles) lo = low_nibbles(c), hi = high_nibbles(c);
+                if constexpr (C == Codes::IQ4) lo = _mm512_shuffle_epi8(table, lo), hi = _mm512_shuffle_epi8(table, hi);
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) {
                     const int8_t* xq = x[t].q + 32 * g + 4 * k;
-                    if constexpr (NIBBLES) {
-                        dot[q][t][0] = dpbusd_bcast(dot[q][t][0], low_nibbles(c), xq);
-                        dot[q][t][1] = dpbusd_bcast(dot[q][t][1], high_nibbles(c), xq + 16);
+                    if constexpr (kNibbles) {
+                        dot[q][t][0] = dpbusd_bcast(dot[q][t][0], lo, xq);
+                        dot[q][t][1] = dpbusd_bcast(dot[q][t][1], hi, xq + 16);
                     } else {
                         dot[q][t][k % 2] = dpbusd_bcast(dot[q][t][k % 2], c, xq);
                     }
@@ -128,11 +135,72 @@ void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, _
             }
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
-            if (NIBBLES && g % 2 == 0) prefetch_lines(panel[q] + scales + 32 * g + 2048, 1);
+            if (kNibbles && g % 2 == 0) prefetch_lines(panel[q] + scales + 32 * g + 2048, 1);
             const __m512 s = halves16(panel[q] + scales + 32 * g);
 #pragma GCC unroll 4
             for (int t = 0; t < N; t++)
                 acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[q][t][0], dot[q][t][1])), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[q][t]);
+        }
+    }
+}
+
+// IQ4_XS: per 32 elements 4 words of nibbles (low: elements 0-15, high: 16-31) through the codebook;
+// per super-block after all codes d[16], scales_l[4][16], scales_h[16] (packed.cpp).
+template <int P, int N>
+void tile_iq4_xs(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
+    const int64_t metas = kPanelRows * K / 2;
+    const __m512i table = iq4nl_table(), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3), m32 = _mm512_set1_epi32(32);
+    for (int64_t i = 0; i < K / 256; i++) {
+        __m512 super[P][N];
+        __m512i high[P];  // scales_h of the 16 rows
+#pragma GCC unroll 4
+        for (int q = 0; q < P; q++) {
+            const uint8_t* meta = panel[q] + metas + 128 * i;
+            prefetch_lines(meta + 4 * 128, 2);
+            high[q] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 96)));
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) super[q][t] = _mm512_setzero_ps();
+        }
+#pragma GCC unroll 1
+        for (int g = 0; g < 8; g++) {
+            const int64_t codes = (8 * i + g) * 4 * 64;
+            __m512i dot[P][N][2];
+#pragma GCC unroll 4
+            for (int q = 0; q < P; q++) {
+                prefetch_lines(panel[q] + codes + kPrefetchAhead, 4);
+#pragma GCC unroll 4
+                for (int t = 0; t < N; t++) dot[q][t][0] = _mm512_set1_epi32(x[t].corr[16 * i + g]), dot[q][t][1] = _mm512_setzero_si512();
+            }
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+                for (int q = 0; q < P; q++) {
+                    const __m512i c = _mm512_loadu_si512(panel[q] + codes + 64 * k);
+                    const __m512i lo = _mm512_shuffle_epi8(table, low_nibbles(c)), hi = _mm512_shuffle_epi8(table, high_nibbles(c));
+#pragma GCC unroll 4
+                    for (int t = 0; t < N; t++) {
+                        const int8_t* xq = x[t].q + 256 * i + 32 * g + 4 * k;
+                        dot[q][t][0] = dpbusd_bcast(dot[q][t][0], lo, xq);
+                        dot[q][t][1] = dpbusd_bcast(dot[q][t][1], hi, xq + 16);
+                    }
+                }
+#pragma GCC unroll 4
+            for (int q = 0; q < P; q++) {
+                // the 6-bit scale of group g: nibble g % 2 of scales_l[g / 2], bits 2g, 2g + 1 of scales_h on top
+                const __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel[q] + metas + 128 * i + 32 + 16 * (g / 2))));
+                const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l, 4 * (g % 2)), m15),
+                                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high[q], 2 * g), m3), 4));
+                const __m512 s = _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, m32));
+#pragma GCC unroll 4
+                for (int t = 0; t < N; t++)
+                    super[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[q][t][0], dot[q][t][1])), s, super[q][t]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < P; q++) {
+            const __m512 d = halves16(panel[q] + metas + 128 * i);
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) acc[q][t] = _mm512_fmadd_ps(super[q][t], _mm512_mul_ps(d, _mm512_set1_ps(x[t].d[i])), acc[q][t]);
         }
     }
 }
@@ -312,7 +380,8 @@ void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_
         }
         if constexpr (T == Type::Q4_K || T == Type::Q5_K) tile_q4_k_q5_k<Q, N, T == Type::Q5_K>(panels, m.n_cols, x, acc);
         else if constexpr (T == Type::Q6_K) tile_q6_k<Q, N>(panels, m.n_cols, x, acc);
-        else tile_q8_0_q4_0<Q, N, T == Type::Q4_0>(panels, m.n_cols, x, acc);
+        else if constexpr (T == Type::IQ4_XS) tile_iq4_xs<Q, N>(panels, m.n_cols, x, acc);
+        else tile_q8_0_q4_0<Q, N, T == Type::Q8_0 ? Codes::BYTES : T == Type::Q4_0 ? Codes::NIBBLES : Codes::IQ4>(panels, m.n_cols, x, acc);
         for (int q = 0; q < Q; q++, p++) {
             const int64_t first = p * kPanelRows;
             const int64_t lo = r0 > first ? r0 - first : 0, hi = r1 - first < kPanelRows ? r1 - first : kPanelRows;
@@ -353,12 +422,15 @@ void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int
             _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K + 32 * (k0 / 32 + g)));
             _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
         }
-    } else if (type == Type::Q4_0) {
+    } else if (type == Type::Q4_0 || type == Type::IQ4_NL) {
+        const bool iq4 = type == Type::IQ4_NL;
+        const __m512i table = iq4nl_table();
         for (int64_t g = 0; g < k_len / 32; g++) {
             const uint8_t* codes = panel + 256 * (k0 / 32 + g);
             for (int k = 0; k < 4; k++) {
                 const __m512i v = _mm512_loadu_si512(codes + 64 * k);
-                put(8 * g + k, low_nibbles(v)), put(8 * g + 4 + k, high_nibbles(v));
+                const __m512i lo = low_nibbles(v), hi = high_nibbles(v);
+                put(8 * g + k, iq4 ? _mm512_shuffle_epi8(table, lo) : lo), put(8 * g + 4 + k, iq4 ? _mm512_shuffle_epi8(table, hi) : hi);
             }
             _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K / 2 + 32 * (k0 / 32 + g)));
             _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
@@ -385,6 +457,26 @@ void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int
                     const __m512i v = _mm512_loadu_si512(codes + 64 * k);
                     put(64 * i + 16 * c + k, _mm512_or_si512(low_nibbles(v), q5_k_fifth(h0, k)));
                     put(64 * i + 16 * c + 8 + k, _mm512_or_si512(high_nibbles(v), q5_k_fifth(h1, k)));
+                }
+            }
+        }
+    } else if (type == Type::IQ4_XS) {
+        const __m512i table = iq4nl_table();
+        for (int64_t i = 0; i < k_len / 256; i++) {
+            const uint8_t* meta = panel + kPanelRows * K / 2 + 128 * (k0 / 256 + i);
+            const __m512 d = halves16(meta);
+            const __m512i high = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 96)));
+            for (int g = 0; g < 8; g++) {
+                const __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 32 + 16 * (g / 2))));
+                const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l, 4 * (g % 2)), _mm512_set1_epi32(15)),
+                                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high, 2 * g), _mm512_set1_epi32(3)), 4));
+                _mm512_store_ps(p.s + 16 * (8 * i + g), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32)))));
+                _mm512_store_ps(p.o + 16 * (8 * i + g), _mm512_setzero_ps());
+                const uint8_t* codes = panel + (8 * (k0 / 256 + i) + g) * 256;
+                for (int k = 0; k < 4; k++) {
+                    const __m512i v = _mm512_loadu_si512(codes + 64 * k);
+                    put(64 * i + 8 * g + k, _mm512_shuffle_epi8(table, low_nibbles(v)));
+                    put(64 * i + 8 * g + 4 + k, _mm512_shuffle_epi8(table, high_nibbles(v)));
                 }
             }
         }
@@ -421,6 +513,8 @@ void gemv_packed(const Matmul& m, int64_t r0, int64_t r1) {
             case Type::Q4_0: panel_tokens<Type::Q4_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::Q4_K: panel_tokens<Type::Q4_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::Q5_K: panel_tokens<Type::Q5_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::IQ4_NL: panel_tokens<Type::IQ4_NL>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::IQ4_XS: panel_tokens<Type::IQ4_XS>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::Q6_K: panel_tokens<Type::Q6_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             default: panel_tokens<Type::Q8_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
         }
