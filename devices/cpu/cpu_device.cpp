@@ -171,7 +171,7 @@ public:
     void run_host(HostFn fn, const void* ctx, int64_t n_work, int64_t grain) override {
         pool_.run(fn, ctx, n_work, grain);
     }
-    // Q8_0, Q4_0, IQ4_NL, IQ4_XS, Q4_K, Q5_K and Q6_K in panels of 16 rows for the AVX-512 matmul (kernels.h).
+    // The types with a panel format (kernels.h) in panels of 16 rows for the AVX-512 matmul.
     bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const override {
         return env::cpu_pack() && ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 && ::cpu_kernels::can_pack(type, rows, cols);
     }

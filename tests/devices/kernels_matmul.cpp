@@ -25,6 +25,10 @@ struct Case {
     bool packed = false;  // the weights as pack_rows() panels (the reference reads the rows)
 };
 
+// The types with a panel format (packed.cpp).
+const std::vector<Type> kPanelTypes = {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::IQ4_NL,
+                                       Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+
 // Runs y = W·x for rows [0, n_rows) in two unaligned pieces into a y wider than n_rows, and checks
 // every value against the reference and that the padding columns stay untouched.
 void check_matmul(Type type, const Case& c, uint64_t seed) {
@@ -109,7 +113,7 @@ TEST_CASE("matmul over weights packed as panels matches the reference, every pac
     for (const auto& [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
         AmxEnabled tiles(amx);
-        for (Type type : {Type::Q8_0, Type::Q4_0, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+        for (Type type : kPanelTypes) {
             const bool k_quant = gguf::type_traits(type).block_size == 256;
             // 1 to 5 panels: the decode kernels take 3 (one token) or 2 (two) side by side, then fewer
             const std::vector<Case> shapes = k_quant ? std::vector<Case>{{64, 512, 0}, {48, 768, 0}, {16, 256, 0}, {80, 256, 0}}
@@ -132,7 +136,7 @@ TEST_CASE("matmul over weights packed as panels matches the reference, every pac
 }
 
 TEST_CASE("unpacking panels gives back the packed rows byte for byte") {
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+    for (Type type : kPanelTypes) {
         INFO(gguf::type_name(type));
         Rng rng(5);
         const int64_t n_rows = 32, n_cols = 512, row = static_cast<int64_t>(*gguf::row_bytes(type, n_cols));
@@ -249,7 +253,7 @@ TEST_CASE("matmul row ranges of one product sharing an activations key give the 
     for (const auto& [isa, amx] : variants_with_amx()) {
         ActiveIsa active(isa);
         AmxEnabled tiles(amx);
-        for (Type type : {Type::Q8_0, Type::Q4_0, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q5_1})
+        for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q5_1, Type::IQ4_XS, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q3_K})
             for (bool packed : {false, true}) {
                 if (packed && (!ck::can_pack(type, 96, 512) || isa != Isa::AVX512)) continue;
                 Rng rng(5);

@@ -106,8 +106,8 @@ TEST_CASE("expert-indexed linear matches a per-token product with each chosen ex
 
 TEST_CASE("expert weights packed by pack_experts give what their rows give") {
     const int64_t E = 5, K = 256, k = 2;
-    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_0, gguf::Type::IQ4_NL, gguf::Type::IQ4_XS, gguf::Type::Q4_K,
-                            gguf::Type::Q5_K, gguf::Type::Q6_K}) {
+    for (gguf::Type type : {gguf::Type::Q8_0, gguf::Type::Q4_0, gguf::Type::Q4_1, gguf::Type::Q5_0, gguf::Type::Q5_1,
+                            gguf::Type::IQ4_NL, gguf::Type::IQ4_XS, gguf::Type::Q4_K, gguf::Type::Q5_K, gguf::Type::Q6_K}) {
         const int64_t N = 32;  // two panels of 16 rows per expert
         ExpertWeights w = expert_weights(type, E, N, K, 21);
         Tensor packed = pack_experts(w.t);

@@ -196,13 +196,15 @@ TEST_CASE("linear_weight: one declaration, each weight's outputs whether the dev
 
 TEST_CASE("linear over weights of every panel type packed by pack_for_linear gives what the rows give") {
     const int64_t N = 48, K = 512;
-    for (gguf::Type type : {gguf::Type::Q4_0, gguf::Type::IQ4_NL, gguf::Type::IQ4_XS, gguf::Type::Q4_K, gguf::Type::Q5_K, gguf::Type::Q6_K}) {
-        // random blocks (gguf has no K-quant quantizer), with fp16 scales of a sane size
+    for (gguf::Type type : {gguf::Type::Q4_0, gguf::Type::Q4_1, gguf::Type::Q5_0, gguf::Type::Q5_1, gguf::Type::IQ4_NL,
+                            gguf::Type::IQ4_XS, gguf::Type::Q4_K, gguf::Type::Q5_K, gguf::Type::Q6_K}) {
+        // random blocks (gguf has no K-quant or IQ4 quantizer), with fp16 scales of a sane size
         const gguf::TypeTraits& tr = gguf::type_traits(type);
         std::vector<double> bytes = uniform(size_t(N * K / tr.block_size * tr.bytes_per_block), 21, 0, 255.99);
         std::vector<uint8_t> raw(bytes.begin(), bytes.end());
         const uint16_t scale = gguf::f32_to_f16(0.01f);
-        const size_t d_at = type == gguf::Type::Q6_K ? 208 : 0, dmin_at = type == gguf::Type::Q4_K || type == gguf::Type::Q5_K ? 2 : d_at;
+        const bool has_min = type == gguf::Type::Q4_K || type == gguf::Type::Q5_K || type == gguf::Type::Q4_1 || type == gguf::Type::Q5_1;
+        const size_t d_at = type == gguf::Type::Q6_K ? 208 : 0, dmin_at = has_min ? 2 : d_at;
         for (size_t b = 0; b < raw.size(); b += tr.bytes_per_block)
             std::memcpy(&raw[b + d_at], &scale, 2), std::memcpy(&raw[b + dmin_at], &scale, 2);
         Weights w{Tensor::from_data(raw.data(), raw.size(), {N, K}, DType::from_gguf(type)), {}};

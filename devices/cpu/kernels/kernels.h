@@ -116,10 +116,10 @@ DecodeBlockFn decode_block_fn(gguf::Type t);
 
 // ---- weights packed for the matmul ---------------------------------------------------------------
 //
-// Q8_0, Q4_0, IQ4_NL, IQ4_XS, Q4_K, Q5_K and Q6_K weights can be stored as panels of 16 rows, in the
-// order the AVX-512 kernels read them (packed.cpp has the formats): per panel the 16 rows' codes
-// interleaved by 4-byte words (one aligned 64-byte load feeds 4 bytes of codes of all 16 rows to
-// vpdpbusd), then the scales and mins laid out so that one load gives a value of all 16 rows. A panel takes the same bytes as the
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K and Q6_K weights can be stored as panels
+// of 16 rows, in the order the AVX-512 kernels read them (packed.cpp has the formats): per panel the
+// 16 rows' codes interleaved by 4-byte words (one aligned 64-byte load feeds 4 bytes of codes of all
+// 16 rows to vpdpbusd), then the scales and mins laid out so that one load gives a value of all 16 rows. A panel takes the same bytes as the
 // 16 rows it replaces, and decode streams the weights front to back in one sequence with little work
 // per byte. Matmul::packed says w is in this form; every variant accepts it (AVX-512 fastest; the
 // others unpack rows and run their row kernels).

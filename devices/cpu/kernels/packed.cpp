@@ -130,6 +130,65 @@ void q5_k_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
     k_scales_from(meta, r, blk->d, blk->dmin, blk->scales);
 }
 
+// Q4_1: stream = qs as Q4_0; meta = d[16], m[16].
+void q4_1_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q4_1*>(b);
+    std::memcpy(s, blk->qs, 16);
+    put_half(meta, r, &blk->d);
+    put_half(meta + 32, r, &blk->m);
+}
+void q4_1_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q4_1*>(b);
+    std::memcpy(blk->qs, s, 16);
+    get_half(meta, r, &blk->d);
+    get_half(meta + 32, r, &blk->m);
+}
+
+// Q5_0 and Q5_1: stream = qs as Q4_0, then the fifth bits as one word (byte i: bit L is the fifth bit
+// of element 4L + i, so word k of the codes finds its low nibbles' bits at bit k and its high nibbles'
+// at bit 4 + k); meta = d[16] (Q5_1: then m[16]). ggml keeps the fifth bit of element j at bit j of qh.
+void fifth_bits_to(const uint8_t* qh, uint8_t* o) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    for (int i = 0; i < 4; i++) {
+        int v = 0;
+        for (int L = 0; L < 8; L++) v |= ((h >> (4 * L + i)) & 1) << L;
+        o[i] = static_cast<uint8_t>(v);
+    }
+}
+void fifth_bits_from(const uint8_t* o, uint8_t* qh) {
+    uint32_t h = 0;
+    for (int i = 0; i < 4; i++)
+        for (int L = 0; L < 8; L++) h |= static_cast<uint32_t>((o[i] >> L) & 1) << (4 * L + i);
+    std::memcpy(qh, &h, 4);
+}
+void q5_0_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q5_0*>(b);
+    std::memcpy(s, blk->qs, 16);
+    fifth_bits_to(blk->qh, s + 16);
+    put_half(meta, r, &blk->d);
+}
+void q5_0_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q5_0*>(b);
+    std::memcpy(blk->qs, s, 16);
+    fifth_bits_from(s + 16, blk->qh);
+    get_half(meta, r, &blk->d);
+}
+void q5_1_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
+    auto blk = reinterpret_cast<const gguf::block_q5_1*>(b);
+    std::memcpy(s, blk->qs, 16);
+    fifth_bits_to(blk->qh, s + 16);
+    put_half(meta, r, &blk->d);
+    put_half(meta + 32, r, &blk->m);
+}
+void q5_1_from(const uint8_t* s, const uint8_t* meta, int r, uint8_t* b) {
+    auto blk = reinterpret_cast<gguf::block_q5_1*>(b);
+    std::memcpy(blk->qs, s, 16);
+    fifth_bits_from(s + 16, blk->qh);
+    get_half(meta, r, &blk->d);
+    get_half(meta + 32, r, &blk->m);
+}
+
 // IQ4_XS: stream = qs (per 32 elements 16 bytes: byte k element k low, 16 + k high); meta = d[16],
 // scales_l[4][16], scales_h[16] (the file's 6-bit scales as they are: 8 bytes a row, as in the block).
 void iq4_xs_to(const uint8_t* b, int r, uint8_t* s, uint8_t* meta) {
@@ -210,6 +269,9 @@ static_assert(sizeof(gguf::block_iq4_nl) == sizeof(gguf::block_q4_0) && offsetof
 const PanelFormat kFormats[] = {
     {Type::Q8_0, 32, 32, 2, q8_0_to, q8_0_from},
     {Type::Q4_0, 32, 16, 2, q4_0_to, q4_0_from},
+    {Type::Q4_1, 32, 16, 4, q4_1_to, q4_1_from},
+    {Type::Q5_0, 32, 20, 2, q5_0_to, q5_0_from},
+    {Type::Q5_1, 32, 20, 4, q5_1_to, q5_1_from},
     {Type::IQ4_NL, 32, 16, 2, q4_0_to, q4_0_from},
     {Type::IQ4_XS, 256, 128, 8, iq4_xs_to, iq4_xs_from},
     {Type::Q4_K, 256, 128, 16, q4_k_to, q4_k_from},

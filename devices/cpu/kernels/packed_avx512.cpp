@@ -20,13 +20,14 @@ inline void prefetch_lines(const uint8_t* p, int n_lines) {
     for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
 }
 
-// One token's activation. Q8_0 (for Q8_0, Q4_0, IQ4_NL weights): K quants, then per 32-element group
-// d_x and −zero·Σq. Q8_K (Q4_K, Q5_K, Q6_K, IQ4_XS): the blocks' quants, and per super-block d_x and 16
+// One token's activation. Q8_0 (for Q8_0, Q4_0, Q5_0, IQ4_NL weights): K quants, then per 32-element
+// group d_x and −zero·Σq; Q8_1 (Q4_1, Q5_1): d_x and the block's s = d_x·Σq. Q8_K (Q4_K, Q5_K, Q6_K, IQ4_XS): the blocks' quants, and per super-block d_x and 16
 // ints: per 32-element group Σq (Q4_K, Q5_K) or −128·Σq (IQ4_XS), 8 used, or −32·Σq per 16 (Q6_K).
 struct PanelAct {
     const int8_t* q;
     const float* d;
     const int32_t* corr;
+    const float* s;  // Q8_1 (for Q4_1, Q5_1 weights), in corr's place: per group the block's s = d_x·Σq
 };
 
 int64_t panel_act_bytes(int64_t K) { return (K + 8 * (K / 32) + 64 * (K / 256) + 63) / 64 * 64; }
@@ -36,7 +37,8 @@ void prepare_panel_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens
         auto q = reinterpret_cast<int8_t*>(mem + t * panel_act_bytes(K));
         auto d = reinterpret_cast<float*>(q + K);
         auto corr = reinterpret_cast<int32_t*>(d + K / 32);
-        out[t] = {q, d, corr};
+        auto sum = reinterpret_cast<float*>(d + K / 32);
+        out[t] = {q, d, corr, sum};
         if (activation_type(type) == Type::Q8_K) {
             auto blk = reinterpret_cast<const gguf::block_q8_K*>(x + t * bytes_per_row(Type::Q8_K, K));
             for (int64_t i = 0; i < K / 256; i++) {
@@ -49,7 +51,16 @@ void prepare_panel_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens
             }
             continue;
         }
-        const int zero = type == Type::Q4_0 ? 8 : 128;  // the codes are u = q + 8 (Q4_0), q + 128 (Q8_0, IQ4_NL's codebook)
+        if (activation_type(type) == Type::Q8_1) {
+            auto blk = reinterpret_cast<const gguf::block_q8_1*>(x + t * bytes_per_row(Type::Q8_1, K));
+            for (int64_t g = 0; g < K / 32; g++) {
+                std::memcpy(q + 32 * g, blk[g].qs, 32);
+                d[g] = half_to_float(blk[g].d), sum[g] = half_to_float(blk[g].s);
+            }
+            continue;
+        }
+        // the codes are u = q + 8 (Q4_0), q + 16 (Q5_0), q + 128 (Q8_0, IQ4_NL's codebook)
+        const int zero = quant_layout(type)->zero;
         auto blk = reinterpret_cast<const gguf::block_q8_0*>(x + t * bytes_per_row(Type::Q8_0, K));
         for (int64_t g = 0; g < K / 32; g++) {
             const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[g].qs));
@@ -86,6 +97,12 @@ inline __m512i q6_k_top(__m512i h, int k) {
     return _mm512_and_si512(s, _mm512_set1_epi8(0x30));
 }
 
+// Bit k (0-7) of each byte of h at bit 4, the rest zero: the fifth bits of Q5_K and Q5_0/Q5_1 codes.
+inline __m512i fifth_bit(__m512i h, int k) {
+    const __m512i s = k < 4 ? _mm512_slli_epi16(h, 4 - k) : k == 4 ? h : _mm512_srli_epi16(h, k - 4);
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x10));
+}
+
 // ---- P panels × N tokens per type; `acc[q][t]` gets panel q's 16 rows for token t -----------------
 // Decode runs 3 panels side by side (2 for two tokens): their loads are independent streams and their
 // products independent chains, which keeps more of the weights in flight than one panel at a time.
@@ -93,35 +110,37 @@ inline __m512i q6_k_top(__m512i h, int k) {
 // in one process): Q4_K 37 model tok/s with 1 panel, 40 with 2, 42 with 3 or 4, 47 for a loop that
 // only reads the panels; Q6_K, Q8_0, Q4_0 gain 5-12%, 3 panels at least as fast as 4.
 
-// How a 32-element group's codes are stored: Q8_0 8 words of bytes (q + 128); Q4_0 and IQ4_NL 4
-// words whose low nibbles are elements 0-15 and high nibbles 16-31, IQ4_NL's through its codebook.
-enum class Codes { BYTES, NIBBLES, IQ4 };
-
-// Q8_0, Q4_0 and IQ4_NL, one fp16 scale per 32-element group: after all codes the scales [group][16 rows].
-template <int P, int N, Codes C>
-void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
-    constexpr bool kNibbles = C != Codes::BYTES;
-    constexpr int kWords = kNibbles ? 4 : 8;
-    const int64_t scales = kPanelRows * K / (kNibbles ? 2 : 1);
+// The types of one scale per 32-element group: per group Q8_0 8 words of bytes (q + 128); the others
+// 4 words whose low nibbles are elements 0-15 and high nibbles 16-31 (IQ4_NL's through its codebook),
+// Q5_0 and Q5_1 then a word of fifth bits. After all codes per group the 16 rows' fp16 scales d (Q4_1,
+// Q5_1: then their fp16 mins m).
+template <int P, int N, Type T>
+void tile_block32(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
+    constexpr bool kNibbles = T != Type::Q8_0, kFifth = T == Type::Q5_0 || T == Type::Q5_1;
+    constexpr bool kMin = T == Type::Q4_1 || T == Type::Q5_1;
+    constexpr int kWords = !kNibbles ? 8 : kFifth ? 5 : 4, kMetaBytes = kMin ? 64 : 32;  // per group
+    const int64_t metas = kPanelRows * K * kWords / 8;
     const __m512i table = iq4nl_table();
     for (int64_t g = 0; g < K / 32; g++) {
         const int64_t codes = g * kWords * 64;
         // two chains (Q8_0: even and odd words; nibbles: low and high), as in tile_q4_k_q5_k
-        __m512i dot[P][N][2];
+        __m512i dot[P][N][2], fifth[P];
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
             prefetch_lines(panel[q] + codes + kPrefetchAhead, kWords);  // the hardware prefetcher alone leaves the loads waiting
+            if constexpr (kFifth) fifth[q] = _mm512_loadu_si512(panel[q] + codes + 256);
 #pragma GCC unroll 4
-            for (int t = 0; t < N; t++) dot[q][t][0] = _mm512_set1_epi32(x[t].corr[g]), dot[q][t][1] = _mm512_setzero_si512();
+            for (int t = 0; t < N; t++) dot[q][t][0] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(x[t].corr[g]), dot[q][t][1] = _mm512_setzero_si512();
         }
 #pragma GCC unroll 8
-        for (int k = 0; k < kWords; k++)
+        for (int k = 0; k < (kNibbles ? 4 : 8); k++)
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
                 const __m512i c = _mm512_loadu_si512(panel[q] + codes + 64 * k);  // aligned in device buffers
                 __m512i lo = c, hi = c;
                 if constexpr (kNibbles) lo = low_nibbles(c), hi = high_nibbles(c);
-                if constexpr (C == Codes::IQ4) lo = _mm512_shuffle_epi8(table, lo), hi = _mm512_shuffle_epi8(table, hi);
+                if constexpr (kFifth) lo = _mm512_or_si512(lo, fifth_bit(fifth[q], k)), hi = _mm512_or_si512(hi, fifth_bit(fifth[q], 4 + k));
+                if constexpr (T == Type::IQ4_NL) lo = _mm512_shuffle_epi8(table, lo), hi = _mm512_shuffle_epi8(table, hi);
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) {
                     const int8_t* xq = x[t].q + 32 * g + 4 * k;
@@ -135,11 +154,14 @@ void tile_q8_0_q4_0(const uint8_t* const* panel, int64_t K, const PanelAct* x, _
             }
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
-            if (kNibbles && g % 2 == 0) prefetch_lines(panel[q] + scales + 32 * g + 2048, 1);
-            const __m512 s = halves16(panel[q] + scales + 32 * g);
+            const uint8_t* meta = panel[q] + metas + kMetaBytes * g;
+            if (kNibbles && (kMin || g % 2 == 0)) prefetch_lines(meta + 2048, 1);
+            const __m512 s = halves16(meta);
 #pragma GCC unroll 4
-            for (int t = 0; t < N; t++)
+            for (int t = 0; t < N; t++) {
                 acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[q][t][0], dot[q][t][1])), _mm512_mul_ps(s, _mm512_set1_ps(x[t].d[g])), acc[q][t]);
+                if constexpr (kMin) acc[q][t] = _mm512_fmadd_ps(halves16(meta + 32), _mm512_set1_ps(x[t].s[g]), acc[q][t]);
+            }
         }
     }
 }
@@ -205,13 +227,6 @@ void tile_iq4_xs(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m5
     }
 }
 
-// The fifth bits of word k of a Q5_K chunk's codes (h: one of its two bit words, bit k of each byte)
-// at bit 4 of each byte.
-inline __m512i q5_k_fifth(__m512i h, int k) {
-    const __m512i s = k < 4 ? _mm512_slli_epi16(h, 4 - k) : k == 4 ? h : _mm512_srli_epi16(h, k - 4);
-    return _mm512_and_si512(s, _mm512_set1_epi8(0x10));
-}
-
 // Q4_K and Q5_K (FIVE): per 64 elements 8 words (low nibbles group 2c, high 2c + 1), Q5_K then 2
 // words of fifth bits; per super-block after all codes 256 bytes of d, dmin and the 6-bit scales and
 // mins split in nibbles and top bits (packed.cpp).
@@ -250,8 +265,8 @@ void tile_q4_k_q5_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, _
                     const __m512i v = _mm512_loadu_si512(panel[q] + codes + 64 * k);
                     __m512i lo, hv;
                     if constexpr (FIVE) {
-                        lo = _mm512_or_si512(low_nibbles(v), q5_k_fifth(h0[q], k));
-                        hv = _mm512_or_si512(high_nibbles(v), q5_k_fifth(h1[q], k));
+                        lo = _mm512_or_si512(low_nibbles(v), fifth_bit(h0[q], k));
+                        hv = _mm512_or_si512(high_nibbles(v), fifth_bit(h1[q], k));
                     } else {  // the high nibbles in place (16 × their value): their scale carries the 1/16 (exact)
                         lo = low_nibbles(v), hv = _mm512_and_si512(v, _mm512_set1_epi8(-16));
                     }
@@ -381,7 +396,7 @@ void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_
         if constexpr (T == Type::Q4_K || T == Type::Q5_K) tile_q4_k_q5_k<Q, N, T == Type::Q5_K>(panels, m.n_cols, x, acc);
         else if constexpr (T == Type::Q6_K) tile_q6_k<Q, N>(panels, m.n_cols, x, acc);
         else if constexpr (T == Type::IQ4_XS) tile_iq4_xs<Q, N>(panels, m.n_cols, x, acc);
-        else tile_q8_0_q4_0<Q, N, T == Type::Q8_0 ? Codes::BYTES : T == Type::Q4_0 ? Codes::NIBBLES : Codes::IQ4>(panels, m.n_cols, x, acc);
+        else tile_block32<Q, N, T>(panels, m.n_cols, x, acc);
         for (int q = 0; q < Q; q++, p++) {
             const int64_t first = p * kPanelRows;
             const int64_t lo = r0 > first ? r0 - first : 0, hi = r1 - first < kPanelRows ? r1 - first : kPanelRows;
@@ -422,18 +437,22 @@ void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int
             _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K + 32 * (k0 / 32 + g)));
             _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
         }
-    } else if (type == Type::Q4_0 || type == Type::IQ4_NL) {
-        const bool iq4 = type == Type::IQ4_NL;
+    } else if (quant_layout(type)->group == 32 && gguf::type_traits(type).block_size == 32) {  // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
+        const bool iq4 = type == Type::IQ4_NL, fifth = type == Type::Q5_0 || type == Type::Q5_1;
+        const bool min = type == Type::Q4_1 || type == Type::Q5_1;
+        const int words = fifth ? 5 : 4, meta_bytes = min ? 64 : 32;  // per group
         const __m512i table = iq4nl_table();
         for (int64_t g = 0; g < k_len / 32; g++) {
-            const uint8_t* codes = panel + 256 * (k0 / 32 + g);
+            const uint8_t* codes = panel + words * 64 * (k0 / 32 + g);
+            const __m512i h = fifth ? _mm512_loadu_si512(codes + 256) : _mm512_setzero_si512();
             for (int k = 0; k < 4; k++) {
                 const __m512i v = _mm512_loadu_si512(codes + 64 * k);
-                const __m512i lo = low_nibbles(v), hi = high_nibbles(v);
+                const __m512i lo = _mm512_or_si512(low_nibbles(v), fifth_bit(h, k)), hi = _mm512_or_si512(high_nibbles(v), fifth_bit(h, 4 + k));
                 put(8 * g + k, iq4 ? _mm512_shuffle_epi8(table, lo) : lo), put(8 * g + 4 + k, iq4 ? _mm512_shuffle_epi8(table, hi) : hi);
             }
-            _mm512_store_ps(p.s + 16 * g, halves16(panel + kPanelRows * K / 2 + 32 * (k0 / 32 + g)));
-            _mm512_store_ps(p.o + 16 * g, _mm512_setzero_ps());
+            const uint8_t* meta = panel + kPanelRows * K * words / 8 + meta_bytes * (k0 / 32 + g);
+            _mm512_store_ps(p.s + 16 * g, halves16(meta));
+            _mm512_store_ps(p.o + 16 * g, min ? halves16(meta + 32) : _mm512_setzero_ps());
         }
     } else if (type == Type::Q4_K || type == Type::Q5_K) {
         const bool five = type == Type::Q5_K;
@@ -455,8 +474,8 @@ void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int
                 const __m512i h1 = five ? _mm512_loadu_si512(codes + 576) : _mm512_setzero_si512();
                 for (int k = 0; k < 8; k++) {
                     const __m512i v = _mm512_loadu_si512(codes + 64 * k);
-                    put(64 * i + 16 * c + k, _mm512_or_si512(low_nibbles(v), q5_k_fifth(h0, k)));
-                    put(64 * i + 16 * c + 8 + k, _mm512_or_si512(high_nibbles(v), q5_k_fifth(h1, k)));
+                    put(64 * i + 16 * c + k, _mm512_or_si512(low_nibbles(v), fifth_bit(h0, k)));
+                    put(64 * i + 16 * c + 8 + k, _mm512_or_si512(high_nibbles(v), fifth_bit(h1, k)));
                 }
             }
         }
@@ -511,6 +530,9 @@ void gemv_packed(const Matmul& m, int64_t r0, int64_t r1) {
         float* y = m.y + t * m.y_stride;
         switch (m.type) {
             case Type::Q4_0: panel_tokens<Type::Q4_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::Q4_1: panel_tokens<Type::Q4_1>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::Q5_0: panel_tokens<Type::Q5_0>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
+            case Type::Q5_1: panel_tokens<Type::Q5_1>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::Q4_K: panel_tokens<Type::Q4_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::Q5_K: panel_tokens<Type::Q5_K>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
             case Type::IQ4_NL: panel_tokens<Type::IQ4_NL>(m, acts + t, y, r0, r1, m.n_tokens - t); break;
