@@ -215,6 +215,30 @@ TEST_CASE("activation quantizers agree across variants on exact ties, zeros and 
     }
 }
 
+TEST_CASE("Q8_0 and Q8_1 quantizers agree across variants on rows of any block count") {
+    // AVX-512 quantizes 16 blocks at a time: rows of 1-23 blocks end inside a batch, and every block
+    // gets its own magnitude so a block given another's scale shows.
+    Rng rng(11);
+    for (int64_t n_cols : {32, 96, 480, 544, 736}) {
+        std::vector<float> x = random_floats(rng, 3 * n_cols);
+        for (int64_t i = 0; i < 3 * n_cols; i++) x[i] *= std::ldexp(1.0f, static_cast<int>((i / 32) % 13) - 6);
+        for (Type act : {Type::Q8_0, Type::Q8_1}) {
+            std::vector<uint8_t> want(3 * *gguf::row_bytes(act, n_cols));
+            {
+                ActiveIsa scalar(Isa::SCALAR);
+                ck::quantize_rows(act, x.data(), n_cols, n_cols, want.data(), 0, 3);
+            }
+            for (Isa isa : supported_isas()) {
+                ActiveIsa active(isa);
+                std::vector<uint8_t> got(want.size(), 0xAA);
+                ck::quantize_rows(act, x.data(), n_cols, n_cols, got.data(), 0, 3);
+                INFO(ck::isa_name(isa) << " " << gguf::type_name(act) << " cols " << n_cols);
+                CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("matmul split over threads gives the same bits as one call") {
     // The engine splits rows across its thread pool; each row must not depend on the split.
     for (Isa isa : supported_isas()) {

@@ -4,6 +4,7 @@
 // denormal flushing, unlike vcvtneps2bf16).
 #include "devices/cpu/kernels/avx512_impl.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace cpu_kernels::avx512 {
@@ -14,32 +15,60 @@ namespace {
 
 __m512 abs_ps(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff))); }
 
-// roundf: truncate, then step away from zero when the dropped fraction is at least one half (v − trunc(v)
-// is exact in float).
+// roundf (half away from zero) exactly: v + copysign(0.49999997, v), truncated. The largest float
+// below one half never rounds a fraction below .5 up, and ties at .5 still reach the next integer
+// (checked against roundf for every float of magnitude below 2^31).
 __m512i round_half_away(__m512 v) {
-    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask16 up = _mm512_cmp_ps_mask(abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
-    return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
+    const __m512i below_half = _mm512_castps_si512(_mm512_set1_ps(0.49999997f));
+    const __m512 h = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(v), below_half, _mm512_set1_epi32(INT32_MIN), 0xE4));
+    return _mm512_cvttps_epi32(_mm512_add_ps(v, h));
 }
 
-// One 32-element block of Q8_0 (or Q8_1: s = fp16(d·Σq)).
-void quantize_q8_block(const float* x, uint8_t* out, bool q8_1) {
-    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(abs_ps(v0), abs_ps(v1)));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m512i q0 = round_half_away(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
-    const __m512i q1 = round_half_away(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
-    const uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    std::memcpy(out, &dh, 2);
-    uint8_t* qs = out + (q8_1 ? 4 : 2);
-    _mm_storeu_si128((__m128i*)qs, _mm512_cvtepi32_epi8(q0));
-    _mm_storeu_si128((__m128i*)(qs + 16), _mm512_cvtepi32_epi8(q1));
-    if (q8_1) {
-        const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-        const uint16_t sh = _cvtss_sh(static_cast<float>(sum) * d, _MM_FROUND_TO_NEAREST_INT);
-        std::memcpy(out + 2, &sh, 2);
+// Lane j of the result: the largest lane of m[j]. The 16 vectors are reduced side by side, each step
+// halving the vectors and doubling the inputs a vector holds: step 1 leaves m[2i] in lanes 0-7 and
+// m[2i + 1] in 8-15, step 2 one input per 128-bit quarter, steps 3 and 4 work within quarters and leave
+// input 4j + k in lane 4k + j, which the last permutation transposes.
+__m512 max_of_each(__m512 (&m)[16]) {
+    for (int i = 0; i < 8; i++)
+        m[i] = _mm512_max_ps(_mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0x44), _mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++)
+        m[i] = _mm512_max_ps(_mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0x88), _mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++)
+        m[i] = _mm512_max_ps(_mm512_shuffle_ps(m[2 * i], m[2 * i + 1], 0x44), _mm512_shuffle_ps(m[2 * i], m[2 * i + 1], 0xEE));
+    const __m512 r = _mm512_max_ps(_mm512_shuffle_ps(m[0], m[1], 0x88), _mm512_shuffle_ps(m[0], m[1], 0xDD));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+// Up to 16 consecutive 32-element blocks of Q8_0 (or Q8_1: s = fp16(d·Σq)): their maxima reduced side
+// by side, d and 1/d of all of them by two vector divisions (the scalar code's operations, so the same
+// bits).
+void quantize_q8_blocks(const float* x, int n_blocks, uint8_t* out, bool q8_1) {
+    const int block_bytes = q8_1 ? 36 : 34;
+    __m512 m[16];
+    for (int b = 0; b < 16; b++)
+        m[b] = b < n_blocks ? _mm512_max_ps(abs_ps(_mm512_loadu_ps(x + 32 * b)), abs_ps(_mm512_loadu_ps(x + 32 * b + 16))) : _mm512_setzero_ps();
+    const __m512 amax = max_of_each(m);
+    const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
+    alignas(64) float ds[16], ids[16];
+    alignas(32) uint16_t dh[16];
+    _mm512_store_ps(ds, d);
+    _mm512_store_ps(ids, id);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dh), _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (int b = 0; b < n_blocks; b++) {
+        uint8_t* o = out + b * block_bytes;
+        const __m512 ib = _mm512_set1_ps(ids[b]);
+        const __m512i q0 = round_half_away(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b), ib));
+        const __m512i q1 = round_half_away(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b + 16), ib));
+        std::memcpy(o, dh + b, 2);
+        uint8_t* qs = o + (q8_1 ? 4 : 2);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtepi32_epi8(q1));
+        if (q8_1) {
+            const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            const uint16_t sh = _cvtss_sh(static_cast<float>(sum) * ds[b], _MM_FROUND_TO_NEAREST_INT);
+            std::memcpy(o + 2, &sh, 2);
+        }
     }
 }
 
@@ -100,7 +129,8 @@ void quantize_rows(Type act, const float* x, int64_t x_stride, int64_t n_cols, v
         switch (act) {
             case Type::Q8_0: case Type::Q8_1: {
                 const bool q8_1 = act == Type::Q8_1;
-                for (int64_t b = 0; b < n_cols / 32; b++) quantize_q8_block(xr + 32 * b, o + b * (q8_1 ? 36 : 34), q8_1);
+                for (int64_t b = 0; b < n_cols / 32; b += 16)
+                    quantize_q8_blocks(xr + 32 * b, static_cast<int>(std::min<int64_t>(16, n_cols / 32 - b)), o + b * (q8_1 ? 36 : 34), q8_1);
                 break;
             }
             case Type::Q8_K:
