@@ -21,8 +21,9 @@ inline void prefetch_lines(const uint8_t* p, int n_lines) {
 }
 
 // One token's activation. Q8_0 (for Q8_0, Q4_0, Q5_0, IQ4_NL weights): K quants, then per 32-element
-// group d_x and −zero·Σq; Q8_1 (Q4_1, Q5_1): d_x and the block's s = d_x·Σq. Q8_K (Q4_K, Q5_K, Q6_K, IQ4_XS): the blocks' quants, and per super-block d_x and 16
-// ints: per 32-element group Σq (Q4_K, Q5_K) or −128·Σq (IQ4_XS), 8 used, or −32·Σq per 16 (Q6_K).
+// group d_x and −zero·Σq; Q8_1 (Q4_1, Q5_1): d_x and the block's s = d_x·Σq. Q8_K (Q4_K, Q5_K, Q6_K,
+// IQ4_XS): the blocks' quants, and per super-block d_x and 16 ints: per 32-element group Σq (Q4_K,
+// Q5_K) or −128·Σq (IQ4_XS), 8 used, or −32·Σq per 16 (Q6_K).
 struct PanelAct {
     const int8_t* q;
     const float* d;
@@ -103,6 +104,15 @@ inline __m512i fifth_bit(__m512i h, int k) {
     return _mm512_and_si512(s, _mm512_set1_epi8(0x10));
 }
 
+// The scales (ls − 32) of group g of an IQ4_XS panel's super-block, 16 rows: nibble g % 2 of
+// scales_l[g / 2] (its 16 bytes at `low`), bits 2g, 2g + 1 of the rows' scales_h (`high`) on top.
+inline __m512i iq4_xs_scales(const uint8_t* low, __m512i high, int g) {
+    const __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low)));
+    const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l, 4 * (g % 2)), _mm512_set1_epi32(15)),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high, 2 * g), _mm512_set1_epi32(3)), 4));
+    return _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
+}
+
 // ---- P panels × N tokens per type; `acc[q][t]` gets panel q's 16 rows for token t -----------------
 // Decode runs 3 panels side by side (2 for two tokens): their loads are independent streams and their
 // products independent chains, which keeps more of the weights in flight than one panel at a time.
@@ -171,7 +181,7 @@ void tile_block32(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m
 template <int P, int N>
 void tile_iq4_xs(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512 (&acc)[P][N]) {
     const int64_t metas = kPanelRows * K / 2;
-    const __m512i table = iq4nl_table(), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3), m32 = _mm512_set1_epi32(32);
+    const __m512i table = iq4nl_table();
     for (int64_t i = 0; i < K / 256; i++) {
         __m512 super[P][N];
         __m512i high[P];  // scales_h of the 16 rows
@@ -208,11 +218,7 @@ void tile_iq4_xs(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m5
                 }
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
-                // the 6-bit scale of group g: nibble g % 2 of scales_l[g / 2], bits 2g, 2g + 1 of scales_h on top
-                const __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel[q] + metas + 128 * i + 32 + 16 * (g / 2))));
-                const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l, 4 * (g % 2)), m15),
-                                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high[q], 2 * g), m3), 4));
-                const __m512 s = _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, m32));
+                const __m512 s = _mm512_cvtepi32_ps(iq4_xs_scales(panel[q] + metas + 128 * i + 32 + 16 * (g / 2), high[q], g));
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++)
                     super[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[q][t][0], dot[q][t][1])), s, super[q][t]);
@@ -486,10 +492,7 @@ void packed_to_panel(Type type, const uint8_t* panel, int64_t K, int64_t k0, int
             const __m512 d = halves16(meta);
             const __m512i high = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 96)));
             for (int g = 0; g < 8; g++) {
-                const __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 32 + 16 * (g / 2))));
-                const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l, 4 * (g % 2)), _mm512_set1_epi32(15)),
-                                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high, 2 * g), _mm512_set1_epi32(3)), 4));
-                _mm512_store_ps(p.s + 16 * (8 * i + g), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32)))));
+                _mm512_store_ps(p.s + 16 * (8 * i + g), _mm512_mul_ps(d, _mm512_cvtepi32_ps(iq4_xs_scales(meta + 32 + 16 * (g / 2), high, g))));
                 _mm512_store_ps(p.o + 16 * (8 * i + g), _mm512_setzero_ps());
                 const uint8_t* codes = panel + (8 * (k0 / 256 + i) + g) * 256;
                 for (int k = 0; k < 4; k++) {
