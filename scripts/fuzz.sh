@@ -47,6 +47,12 @@ newlines 12345' > "$seeds/mixed.txt" ;;
     ' "$seeds" || echo "[fuzz] node could not read tests/node/schemas.mjs: seeding grammar with one grammar only" ;;
 esac
 
+# The committed corpus (fuzz/corpus/TARGET.tar.gz: earlier long runs' inputs, minimized) starts even a
+# short run deep in the parsers. FUZZ_SAVE_CORPUS=1 writes it anew after the run: the corpus and the
+# seeds merged down to the inputs that add coverage (libFuzzer -merge=1), as a reproducible archive.
+saved="fuzz/corpus/$target.tar.gz"
+if [ -f "$saved" ]; then tar xzf "$saved" -C "$seeds" --strip-components=1; fi
+
 # Inputs stay small so that each execution is fast (the seeds are truncated to this).
 case "$target" in gguf) max_len=16384 ;; *) max_len=4096 ;; esac
 
@@ -54,3 +60,13 @@ echo "[fuzz] $target for ${seconds}s (corpus $corpus)"
 # -rss_limit_mb / -timeout: a single input using 2 GB or 10 s is a finding, as is any leak (ASAN).
 "$FUZZ_DIR/fuzz/fuzz_$target" "$corpus" "$seeds" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len="$max_len" \
   -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/fuzz/crash-$target-" "$@"
+
+if [ "${FUZZ_SAVE_CORPUS:-0}" = "1" ]; then
+  merged=$(mktemp -d)
+  mkdir "$merged/$target"
+  "$FUZZ_DIR/fuzz/fuzz_$target" -merge=1 -rss_limit_mb=2048 -timeout=10 -max_len="$max_len" "$merged/$target" "$corpus" "$seeds" 2>&1 | tail -1
+  mkdir -p fuzz/corpus
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$merged" -cf - "$target" | gzip -n -9 > "$saved"
+  echo "[fuzz] $saved: $(ls "$merged/$target" | wc -l) inputs, $(stat -c %s "$saved") bytes"
+  rm -rf "$merged"
+fi
