@@ -1,5 +1,6 @@
 // AVX2 products of F32, F16 and BF16 weights with activations of the same type: converted to f32 and
-// multiplied with FMA, lanes along the row, several rows and up to 4 tokens per pass over the weights.
+// multiplied with FMA, lanes along the row, several rows and up to 4 tokens per pass over the weights
+// (decode), or a slice of 4 rows converted once and 3 tokens per pass (prefill, below).
 #include "devices/cpu/kernels/avx2_impl.h"
 
 namespace cpu_kernels::avx2 {
@@ -82,13 +83,78 @@ void gemv(const Matmul& m, int64_t r0, int64_t r1) {
         }
 }
 
+// ---- prefill ---------------------------------------------------------------------------------------
+//
+// The row kernels convert every weight and activation vector they load, once per 4 tokens: F16 prefill
+// was bound by the conversions. From kGemmMinTokens tokens, the activations are converted to f32 once
+// (per thread and product, Matmul::acts_key) and each column slice of 4 weight rows once; then 4 rows
+// × 3 tokens per pass take 12 FMAs per 4 weight and 3 activation loads.
+
+constexpr int64_t kGemmMinTokens = 5, kSlice = 1024, kTileRows = 4, kTileTokens = 3;
+
+template <int R, int N>
+void gemm_tile(const float* w, const float* x, int64_t x_stride, int64_t len, float* y, int64_t y_stride, bool first) {
+    __m256 acc[R][N];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < len; c += 8) {
+        __m256 xv[N];
+#pragma GCC unroll 4
+        for (int t = 0; t < N; t++) xv[t] = _mm256_loadu_ps(x + t * x_stride + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 wv = _mm256_loadu_ps(w + r * kSlice + c);
+#pragma GCC unroll 4
+            for (int t = 0; t < N; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < N; t++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) y[t * y_stride + r] = (first ? 0.0f : y[t * y_stride + r]) + hsum(acc[r][t]);
+}
+
+template <int R>
+void gemm_rows(const float* w, const float* x, int64_t K, int64_t n_tokens, int64_t len, float* y, int64_t y_stride, bool first) {
+    int64_t t = 0;
+    for (; t + kTileTokens <= n_tokens; t += kTileTokens) gemm_tile<R, kTileTokens>(w, x + t * K, K, len, y + t * y_stride, y_stride, first);
+    for (; t < n_tokens; t++) gemm_tile<R, 1>(w, x + t * K, K, len, y + t * y_stride, y_stride, first);
+}
+
+template <Type T>
+void gemm(const Matmul& m, int64_t r0, int64_t r1) {
+    const int64_t K = m.n_cols, row_bytes = K * elem_bytes<T>();
+    bool kept = false;
+    auto xf = static_cast<float*>(scratch_keyed(ScratchSlot::ACTIVATIONS, sizeof(float) * m.n_tokens * K, m.acts_key, kept));
+    if (!kept)
+        for (int64_t t = 0; t < m.n_tokens; t++)
+            for (int64_t c = 0; c < K; c += 8) _mm256_storeu_ps(xf + t * K + c, load8<T>(static_cast<const uint8_t*>(m.x) + t * row_bytes, c));
+    auto wf = static_cast<float*>(scratch(ScratchSlot::WEIGHTS, sizeof(float) * kTileRows * kSlice));
+    for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
+        const int64_t len = K - k0 < kSlice ? K - k0 : kSlice;
+        for (int64_t r = r0; r < r1; r += kTileRows) {
+            const int n = static_cast<int>(r1 - r < kTileRows ? r1 - r : kTileRows);
+            for (int i = 0; i < n; i++)
+                for (int64_t c = 0; c < len; c += 8)
+                    _mm256_storeu_ps(wf + i * kSlice + c, load8<T>(static_cast<const uint8_t*>(m.w) + (r + i) * row_bytes, k0 + c));
+            float* y = m.y + r;
+            if (n == kTileRows) gemm_rows<kTileRows>(wf, xf + k0, K, m.n_tokens, len, y, m.y_stride, k0 == 0);
+            else
+                for (int i = 0; i < n; i++) gemm_rows<1>(wf + i * kSlice, xf + k0, K, m.n_tokens, len, y + i, m.y_stride, k0 == 0);
+        }
+    }
+}
+
 }  // namespace
 
 void matmul_float(const Matmul& m, int64_t r0, int64_t r1) {
+    const bool prefill = m.n_tokens >= kGemmMinTokens && m.n_cols % 8 == 0;
     switch (m.type) {
-        case Type::F32: gemv<Type::F32>(m, r0, r1); break;
-        case Type::F16: gemv<Type::F16>(m, r0, r1); break;
-        default: gemv<Type::BF16>(m, r0, r1); break;
+        case Type::F32: prefill ? gemm<Type::F32>(m, r0, r1) : gemv<Type::F32>(m, r0, r1); break;
+        case Type::F16: prefill ? gemm<Type::F16>(m, r0, r1) : gemv<Type::F16>(m, r0, r1); break;
+        default: prefill ? gemm<Type::BF16>(m, r0, r1) : gemv<Type::BF16>(m, r0, r1); break;
     }
 }
 
