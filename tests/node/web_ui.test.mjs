@@ -81,6 +81,9 @@ test("chat in the web UI: stream, stop, new chat", { skip, timeout: 60000 }, asy
   await page.fill(".msg.user textarea", "Look:\n```\nprint(1)\n```\nok");
   await page.click(".msg.user .actions .primary");
   await page.waitForSelector(".msg.assistant pre code");
+  // the block appears with its first streamed characters (and, until the fence closes, the fence's
+  // first backticks): read it once the text after it has begun
+  await page.waitForFunction(() => document.querySelector(".msg.assistant pre")?.nextElementSibling != null);
   assert.equal(await page.locator(".msg.assistant pre code").first().textContent(), "print(1)");
   assert.equal(await page.locator(".msg.assistant pre button").first().textContent(), "Copy");
   assert.match(await page.locator(".msg.user .text").first().textContent(), /^Look:/);
