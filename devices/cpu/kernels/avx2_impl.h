@@ -265,17 +265,6 @@ static void with_decoder(gguf::Type t, F&& f) {
     }
 }
 
-// One token's activation for a quantized weight type, prepared once per call (gemv_avx2.cpp): the
-// zero point and the mins enter as a per-group term s·(−z·d·Σq) or o·(d·Σq); `s` holds (1 or −z)·d·Σq
-// per weight group.
-struct LaneAct {
-    const int8_t* q;  // K quants, then 32 zero bytes
-    const float* d;   // d_x per activation block: per 32 (Q8_0, Q8_1) or per 256 (Q8_K); zero-padded
-    const float* s;   // per weight group: per 32 (Q8_1 with mins: its stored fp16 s) or 16 per super-block
-};
-int64_t lane_act_bytes(int64_t K);
-void prepare_lane_acts(gguf::Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, LaneAct* out);
-
 // Entry points of the variant's files.
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end);

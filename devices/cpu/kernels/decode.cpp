@@ -186,4 +186,50 @@ const gguf::CodeLayout* quant_layout(Type t) {
     return &codes;
 }
 
+int64_t lane_act_bytes(int64_t K) { return (K + 64 + 2 * 4 * (K / 16 + 16) + 63) / 64 * 64; }
+
+void prepare_lane_acts(Type type, bool interleaved, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem,
+                       LaneAct* out) {
+    const gguf::CodeLayout& layout = *quant_layout(type);
+    const Type act = activation_type(type);
+    const size_t row_bytes = *gguf::row_bytes(act, K);
+    const float zero = layout.has_min ? 1.0f : -static_cast<float>(layout.zero);
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t* row = x + t * row_bytes;
+        auto q = reinterpret_cast<int8_t*>(mem + t * lane_act_bytes(K));
+        auto d = reinterpret_cast<float*>(q + K + 64);
+        float* s = d + K / 16 + 16;
+        out[t] = {q, d, s};
+        std::memset(q + K, 0, 64);
+        if (act == Type::Q8_K) {
+            for (int64_t b = 0; b < K / 256; b++) {
+                auto blk = reinterpret_cast<const gguf::block_q8_K*>(row) + b;
+                d[b] = blk->d;
+                if (interleaved)
+                    for (int h = 0; h < 256; h += 128)
+                        for (int i = 0; i < 4; i++) std::memcpy(q + 256 * b + h + 32 * i, blk->qs + h + 32 * ((i % 2) * 2 + i / 2), 32);
+                else
+                    std::memcpy(q + 256 * b, blk->qs, 256);
+                int32_t sums[16] = {};  // Σq per weight group, from the 16-element sums
+                for (int j = 0; j < 16; j++) sums[j * 16 / layout.group] += blk->bsums[j];
+                for (int g = 0; g < 16; g++) s[16 * b + g] = zero * blk->d * static_cast<float>(sums[g]);
+            }
+        } else {  // Q8_0 (34-byte blocks) or Q8_1 (36)
+            const bool q8_1 = act == Type::Q8_1;
+            const int bpb = q8_1 ? 36 : 34;
+            for (int64_t b = 0; b < K / 32; b++) {
+                const uint8_t* blk = row + b * bpb;
+                std::memcpy(q + 32 * b, blk + (q8_1 ? 4 : 2), 32);
+                uint16_t h[2];
+                std::memcpy(h, blk, 4);
+                d[b] = fp16_to_f32(h[0]);
+                int32_t sum = 0;
+                for (int i = 0; i < 32; i++) sum += q[32 * b + i];
+                s[b] = q8_1 ? fp16_to_f32(h[1]) : zero * d[b] * static_cast<float>(sum);
+            }
+            for (int i = 0; i < 4; i++) d[K / 32 + i] = 0.0f, s[K / 32 + i] = 0.0f;
+        }
+    }
+}
+
 }  // namespace cpu_kernels

@@ -171,7 +171,7 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
     const size_t act_bytes = static_cast<size_t>(m.n_tokens * (lane_act_bytes(K) + static_cast<int64_t>(sizeof(LaneAct))));
     auto mem = static_cast<uint8_t*>(scratch_keyed(ScratchSlot::ACTIVATIONS, act_bytes, m.acts_key, kept));
     auto acts = reinterpret_cast<LaneAct*>(mem + m.n_tokens * lane_act_bytes(K));
-    if (!kept) prepare_lane_acts(m.type, static_cast<const uint8_t*>(m.x), K, m.n_tokens, mem, acts);
+    if (!kept) prepare_lane_acts(m.type, false, static_cast<const uint8_t*>(m.x), K, m.n_tokens, mem, acts);
 
     // Columns in slices of kc: the slice of every token's activations stays in L2 while the panels pass.
     const int64_t kc = K <= 2048 ? K : 1024;

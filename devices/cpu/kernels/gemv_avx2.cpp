@@ -11,17 +11,6 @@ using gguf::Type;
 
 namespace {
 
-int sum_q(const int8_t* q, int n) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int i = 0; i < n; i += 32)
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i*)(q + i))),
-                                                      _mm256_set1_epi16(1)));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
-}
-
-
 // Σ over 32 codes × quants in 8 int32 lanes. kSigned: the codes have zero point 128.
 template <bool kSigned>
 inline __m256i dot32(__m256i u, const int8_t* q) {
@@ -180,48 +169,11 @@ void gemv(const Matmul& m, const LaneAct* acts, int64_t r0, int64_t r1) {
 
 }  // namespace
 
-int64_t lane_act_bytes(int64_t K) { return (K + 64 + 2 * 4 * (K / 16 + 16) + 63) / 64 * 64; }
-
-void prepare_lane_acts(Type type, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem, LaneAct* out) {
-    const gguf::CodeLayout& layout = *quant_layout(type);
-    const Type act = activation_type(type);
-    const size_t row_bytes = bytes_per_row(act, K);
-    const float zero = layout.has_min ? 1.0f : -static_cast<float>(layout.zero);
-    for (int64_t t = 0; t < n_tokens; t++) {
-        const uint8_t* row = x + t * row_bytes;
-        auto q = reinterpret_cast<int8_t*>(mem + t * lane_act_bytes(K));
-        auto d = reinterpret_cast<float*>(q + K + 64);
-        float* s = d + K / 16 + 16;
-        out[t] = {q, d, s};
-        std::memset(q + K, 0, 64);
-        if (act == Type::Q8_K) {
-            for (int64_t b = 0; b < K / 256; b++) {
-                auto blk = reinterpret_cast<const gguf::block_q8_K*>(row) + b;
-                d[b] = blk->d;
-                std::memcpy(q + 256 * b, blk->qs, 256);
-                int32_t sums[16] = {};  // Σq per weight group, from the 16-element sums
-                for (int j = 0; j < 16; j++) sums[j * 16 / layout.group] += blk->bsums[j];
-                for (int g = 0; g < 16; g++) s[16 * b + g] = zero * blk->d * static_cast<float>(sums[g]);
-            }
-        } else {  // Q8_0 (34-byte blocks) or Q8_1 (36)
-            const bool q8_1 = act == Type::Q8_1;
-            const int bpb = q8_1 ? 36 : 34;
-            for (int64_t b = 0; b < K / 32; b++) {
-                const uint8_t* blk = row + b * bpb;
-                std::memcpy(q + 32 * b, blk + (q8_1 ? 4 : 2), 32);
-                d[b] = half_to_float(load_u16(blk));
-                s[b] = q8_1 ? half_to_float(load_u16(blk + 2)) : zero * d[b] * static_cast<float>(sum_q(q + 32 * b, 32));
-            }
-            for (int i = 0; i < 4; i++) d[K / 32 + i] = 0.0f, s[K / 32 + i] = 0.0f;
-        }
-    }
-}
-
 void matmul_quant(const Matmul& m, int64_t r0, int64_t r1) {
     const gguf::CodeLayout& layout = *quant_layout(m.type);
     auto mem = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, m.n_tokens * (lane_act_bytes(m.n_cols) + sizeof(LaneAct))));
     auto acts = reinterpret_cast<LaneAct*>(mem + m.n_tokens * lane_act_bytes(m.n_cols));
-    prepare_lane_acts(m.type, static_cast<const uint8_t*>(m.x), m.n_cols, m.n_tokens, mem, acts);
+    prepare_lane_acts(m.type, false, static_cast<const uint8_t*>(m.x), m.n_cols, m.n_tokens, mem, acts);
     with_decoder(m.type, [&]<class D>() {
         if (layout.zero == 128)
             gemv<D, false, true, 32>(m, acts, r0, r1);

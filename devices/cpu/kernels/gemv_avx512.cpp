@@ -12,61 +12,6 @@ using gguf::Type;
 
 namespace {
 
-// One token's activation, prepared once per call. The zero point of the weight codes and the mins
-// both enter as a per-group term: Σ_i (s(u_i − z) + o)·d·q_i = s·d·Σ u_i q_i + (o − z·s)·d·Σ q_i, so
-// `s` holds d·Σq per group (times −z for types with a zero point: their term is s·(−z·d·Σq)).
-struct LaneAct {
-    const int8_t* q;  // K quants, then 64 zero bytes
-    const float* d;   // d_x per activation block: per 32 (Q8_0, Q8_1) or per 256 (Q8_K); zero-padded
-    const float* s;   // per weight group: per 32 (Q8_0 / Q8_1: with mins, Q8_1's stored fp16 s, as ggml
-                      // uses it) or 16 per super-block (Q8_K; zero past its groups)
-};
-
-int64_t lane_act_bytes(int64_t K) { return (K + 64 + 2 * 4 * (K / 16 + 16) + 63) / 64 * 64; }
-
-// interleaved: each 128 quants in the order 0-31, 64-95, 32-63, 96-127 (see DecQ4_K::gemv_codes).
-void prepare_lane_acts(Type type, bool interleaved, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem,
-                       LaneAct* out) {
-    const gguf::CodeLayout& layout = *quant_layout(type);
-    const Type act = activation_type(type);
-    const size_t row_bytes = bytes_per_row(act, K);
-    const float zero = layout.has_min ? 1.0f : -static_cast<float>(layout.zero);
-    for (int64_t t = 0; t < n_tokens; t++) {
-        const uint8_t* row = x + t * row_bytes;
-        auto q = reinterpret_cast<int8_t*>(mem + t * lane_act_bytes(K));
-        auto d = reinterpret_cast<float*>(q + K + 64);
-        float* s = d + K / 16 + 16;
-        out[t] = {q, d, s};
-        std::memset(q + K, 0, 64);
-        if (act == Type::Q8_K) {
-            for (int64_t b = 0; b < K / 256; b++) {
-                auto blk = reinterpret_cast<const gguf::block_q8_K*>(row) + b;
-                d[b] = blk->d;
-                if (interleaved)
-                    for (int h = 0; h < 256; h += 128)
-                        for (int i = 0; i < 4; i++) std::memcpy(q + 256 * b + h + 32 * i, blk->qs + h + 32 * ((i % 2) * 2 + i / 2), 32);
-                else
-                    std::memcpy(q + 256 * b, blk->qs, 256);
-                int32_t sums[16] = {};  // Σq per weight group, from the 16-element sums
-                for (int j = 0; j < 16; j++) sums[j * 16 / layout.group] += blk->bsums[j];
-                for (int g = 0; g < 16; g++) s[16 * b + g] = zero * blk->d * static_cast<float>(sums[g]);
-            }
-        } else {  // Q8_0 (34-byte blocks) or Q8_1 (36)
-            const bool q8_1 = act == Type::Q8_1;
-            const int bpb = q8_1 ? 36 : 34;
-            for (int64_t b = 0; b < K / 32; b++) {
-                const uint8_t* blk = row + b * bpb;
-                const __m256i qv = _mm256_loadu_si256((const __m256i*)(blk + (q8_1 ? 4 : 2)));
-                _mm256_storeu_si256((__m256i*)(q + 32 * b), qv);
-                d[b] = half_to_float(load_u16(blk));
-                const int sum = _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_cvtepi8_epi16(qv), _mm512_set1_epi16(1)));
-                s[b] = q8_1 ? half_to_float(load_u16(blk + 2)) : zero * d[b] * static_cast<float>(sum);
-            }
-            for (int i = 0; i < 4; i++) d[K / 32 + i] = 0.0f, s[K / 32 + i] = 0.0f;
-        }
-    }
-}
-
 // The integer dot of 64 codes with 64 activation quants.
 inline __m512i dot64(__m512i codes, const LaneAct& x, int64_t chunk) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(x.q + 64 * chunk));

@@ -53,6 +53,26 @@ void matmul_packed_rows(const Matmul& m, int64_t row_begin, int64_t row_end, con
 void unpack_panel(gguf::Type weight_type, const uint8_t* panel, int64_t n_cols, int r_begin, int r_end, int64_t unit_begin,
                   int64_t unit_end, uint8_t* out);
 
+// ---- activations of the row-wise kernels (lanes along the row) ---------------------------------------
+
+// One token's activation for a quantized weight type, prepared once per call. The zero point of the
+// weight codes and the mins both enter as a per-group term: Σ_i (s(u_i − z) + o)·d·q_i = s·d·Σ u_i q_i +
+// (o − z·s)·d·Σ q_i, so `s` holds d·Σq per group (times −z for types with a zero point: their term is
+// s·(−z·d·Σq)).
+struct LaneAct {
+    const int8_t* q;  // K quants, then 64 zero bytes
+    const float* d;   // d_x per activation block: per 32 (Q8_0, Q8_1) or per 256 (Q8_K); zero-padded
+    const float* s;   // per weight group: per 32 (Q8_0 / Q8_1: with mins, Q8_1's stored fp16 s, as ggml
+                      // uses it) or 16 per super-block (Q8_K; zero past its groups)
+};
+// Bytes of one token's prepared activation.
+int64_t lane_act_bytes(int64_t K);
+// The n_tokens activation rows at x (the weight type's activation format) into `mem` (n_tokens ·
+// lane_act_bytes(K)) and `out`. interleaved: each 128 quants in the order 0-31, 64-95, 32-63, 96-127
+// (the AVX-512 Q4_K row kernel's code order).
+void prepare_lane_acts(gguf::Type type, bool interleaved, const uint8_t* x, int64_t K, int64_t n_tokens, uint8_t* mem,
+                       LaneAct* out);
+
 // ---- per-thread scratch -----------------------------------------------------------------------------
 
 // A 64-byte-aligned buffer of at least `bytes`, owned by the calling thread, reused across calls.
