@@ -33,11 +33,13 @@ float load1(const uint8_t* row, int64_t c) {
     return f;
 }
 
-template <Type T, int R, int N>
-void gemv_tile(const Matmul& m, int64_t t0, int64_t r0) {
-    const int64_t K = m.n_cols, row_bytes = K * elem_bytes<T>(), K8 = K / 8 * 8;
-    const auto w = static_cast<const uint8_t*>(m.w) + r0 * row_bytes;
-    const auto x = static_cast<const uint8_t*>(m.x) + t0 * row_bytes;
+// R rows × N tokens over n_cols columns: w and x rows of type T `w_stride` and `x_stride` bytes apart;
+// y[t · y_stride + r] gets the sums (`add`: added to it). kPrefetch: the next R rows are read from
+// memory meanwhile (decode streams the weights; prefill's tiles are in cache).
+template <Type T, int R, int N, bool kPrefetch>
+void tile(const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride,
+          bool add) {
+    const int64_t K8 = n_cols / 8 * 8;
     __m256 acc[R][N];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -46,11 +48,11 @@ void gemv_tile(const Matmul& m, int64_t t0, int64_t r0) {
     for (int64_t c = 0; c < K8; c += 8) {
         __m256 xv[N];
 #pragma GCC unroll 8
-        for (int t = 0; t < N; t++) xv[t] = load8<T>(x + t * row_bytes, c);
+        for (int t = 0; t < N; t++) xv[t] = load8<T>(x + t * x_stride, c);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            if (c % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * row_bytes + c * elem_bytes<T>()), _MM_HINT_T0);
-            const __m256 wv = load8<T>(w + r * row_bytes, c);
+            if (kPrefetch && c % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * w_stride + c * elem_bytes<T>()), _MM_HINT_T0);
+            const __m256 wv = load8<T>(w + r * w_stride, c);
 #pragma GCC unroll 8
             for (int t = 0; t < N; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
         }
@@ -60,9 +62,16 @@ void gemv_tile(const Matmul& m, int64_t t0, int64_t r0) {
 #pragma GCC unroll 8
         for (int t = 0; t < N; t++) {
             float sum = hsum(acc[r][t]);
-            for (int64_t c = K8; c < K; c++) sum += load1<T>(w + r * row_bytes, c) * load1<T>(x + t * row_bytes, c);
-            m.y[(t0 + t) * m.y_stride + r0 + r] = sum;
+            for (int64_t c = K8; c < n_cols; c++) sum += load1<T>(w + r * w_stride, c) * load1<T>(x + t * x_stride, c);
+            y[t * y_stride + r] = add ? y[t * y_stride + r] + sum : sum;
         }
+}
+
+template <Type T, int R, int N>
+void gemv_tile(const Matmul& m, int64_t t0, int64_t r0) {
+    const int64_t row_bytes = m.n_cols * elem_bytes<T>();
+    tile<T, R, N, true>(static_cast<const uint8_t*>(m.w) + r0 * row_bytes, row_bytes, static_cast<const uint8_t*>(m.x) + t0 * row_bytes,
+                        row_bytes, m.n_cols, m.y + t0 * m.y_stride + r0, m.y_stride, false);
 }
 
 template <Type T, int N>
@@ -92,35 +101,15 @@ void gemv(const Matmul& m, int64_t r0, int64_t r1) {
 
 constexpr int64_t kGemmMinTokens = 5, kSlice = 1024, kTileRows = 4, kTileTokens = 3;
 
-template <int R, int N>
-void gemm_tile(const float* w, const float* x, int64_t x_stride, int64_t len, float* y, int64_t y_stride, bool first) {
-    __m256 acc[R][N];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < N; t++) acc[r][t] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < len; c += 8) {
-        __m256 xv[N];
-#pragma GCC unroll 4
-        for (int t = 0; t < N; t++) xv[t] = _mm256_loadu_ps(x + t * x_stride + c);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const __m256 wv = _mm256_loadu_ps(w + r * kSlice + c);
-#pragma GCC unroll 4
-            for (int t = 0; t < N; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < N; t++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) y[t * y_stride + r] = (first ? 0.0f : y[t * y_stride + r]) + hsum(acc[r][t]);
-}
-
 template <int R>
 void gemm_rows(const float* w, const float* x, int64_t K, int64_t n_tokens, int64_t len, float* y, int64_t y_stride, bool first) {
     int64_t t = 0;
-    for (; t + kTileTokens <= n_tokens; t += kTileTokens) gemm_tile<R, kTileTokens>(w, x + t * K, K, len, y + t * y_stride, y_stride, first);
-    for (; t < n_tokens; t++) gemm_tile<R, 1>(w, x + t * K, K, len, y + t * y_stride, y_stride, first);
+    auto run = [&]<int N>() {
+        tile<Type::F32, R, N, false>(reinterpret_cast<const uint8_t*>(w), 4 * kSlice, reinterpret_cast<const uint8_t*>(x + t * K), 4 * K, len,
+                                     y + t * y_stride, y_stride, !first);
+    };
+    for (; t + kTileTokens <= n_tokens; t += kTileTokens) run.template operator()<kTileTokens>();
+    for (; t < n_tokens; t++) run.template operator()<1>();
 }
 
 template <Type T>
