@@ -171,9 +171,9 @@ public:
     void run_host(HostFn fn, const void* ctx, int64_t n_work, int64_t grain) override {
         pool_.run(fn, ctx, n_work, grain);
     }
-    // The types with a panel format (kernels.h) in panels of 16 rows for the AVX-512 matmul.
+    // The types with a panel format (kernels.h) in panels of 16 rows for the AVX-512 and AVX2 matmuls.
     bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const override {
-        return env::cpu_pack() && ::cpu_kernels::active_isa() == ::cpu_kernels::Isa::AVX512 && ::cpu_kernels::can_pack(type, rows, cols);
+        return env::cpu_pack() && ::cpu_kernels::active_isa() != ::cpu_kernels::Isa::SCALAR && ::cpu_kernels::can_pack(type, rows, cols);
     }
     // Experts: each expert's rows whole panels, so that an expert's tile of rows is one panel.
     bool can_pack_experts(gguf::Type type, int64_t experts, int64_t rows, int64_t cols) const override {
@@ -247,7 +247,7 @@ std::vector<std::string> kernel_report() {
     for (const gguf::TypeTraits& t : gguf::all_types()) {
         if (t.type == gguf::Type::Q8_1 || t.type == gguf::Type::Q8_K) continue;  // activation formats
         std::string how;
-        if (env::cpu_pack() && isa == ck::Isa::AVX512 && ck::can_pack(t.type, 4096, 4096))
+        if (env::cpu_pack() && isa != ck::Isa::SCALAR && ck::can_pack(t.type, 4096, 4096))
             how = std::string(ck::isa_name(isa)) + " panels of 16 rows, repacked at load";
         else if (ck::has_hand_kernel(t.type))
             how = std::string(ck::isa_name(isa)) + " rows";

@@ -265,6 +265,13 @@ static void with_decoder(gguf::Type t, F&& f) {
     }
 }
 
+// 8 rows of weights decoded for the matrix-matrix kernel (gemm_avx2.cpp) over a slice of columns.
+struct Panel8 {
+    uint8_t* codes;  // [len/4][8 rows][4]: dword columns; the types with zero point 128: w = u − 128
+    float* s;        // [groups][8 rows]
+    float* o;        // [groups][8 rows] (types with mins)
+};
+
 // Entry points of the variant's files.
 void quantize_rows(gguf::Type act, const float* x, int64_t x_stride, int64_t n_cols, void* out, int64_t row_begin,
                    int64_t row_end);
@@ -273,6 +280,10 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 void matmul_quant(const Matmul& m, int64_t r0, int64_t r1);  // gemv_avx2.cpp: any number of tokens
 void gemm_quant(const Matmul& m, int64_t r0, int64_t r1);    // gemm_avx2.cpp: from a few tokens on
 void matmul_float(const Matmul& m, int64_t r0, int64_t r1);
+// packed_avx2.cpp: weights packed as panels (Matmul::packed). Any rows, a few tokens:
+void gemv_packed(const Matmul& m, int64_t r0, int64_t r1);
+// Rows 8·half .. 8·half + 7 of one panel (K columns), columns [k0, k0 + len), into a Panel8.
+void panel_to_panel8(gguf::Type type, const uint8_t* panel, int half, int64_t K, int64_t k0, int64_t len, const Panel8& out);
 void attention(const Attention& a, int64_t pair_begin, int64_t pair_end);
 
 }  // namespace cpu_kernels::avx2

@@ -228,7 +228,7 @@ void matmul(const Matmul& m, int64_t row_begin, int64_t row_end) {
         fail("matmul", "row range [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") outside 0.." +
                            std::to_string(m.n_rows));
     if (row_end == row_begin || m.n_tokens == 0) return;
-    if (m.packed && active_isa() != Isa::AVX512)
+    if (m.packed && active_isa() == Isa::SCALAR)
         matmul_packed_rows(m, row_begin, row_end, active_kernels());
     else if (has_hand_kernel(m.type))
         active_kernels().matmul(m, row_begin, row_end);

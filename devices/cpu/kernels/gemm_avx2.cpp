@@ -1,5 +1,6 @@
 // AVX2 matrix-matrix products of quantized weights (prefill). Per column slice, 8 weight rows are
-// decoded once into a panel whose codes are [K/4 dwords][8 rows] (one ymm holds a dword of every row),
+// decoded once (from GGUF rows, or from half a packed panel: packed_avx2.cpp) into a Panel8 whose codes
+// are [K/4 dwords][8 rows] (one ymm holds a dword of every row),
 // which then meets the tokens' activations 4 tokens at a time: vpmaddubsw of a dword column by one
 // broadcast dword of a token's quants advances 8 dot products. Codes of at most 6 bits sum several of
 // those int16 products before vpmaddwd widens them; the codes with zero point 128 go through the signed
@@ -17,12 +18,6 @@ using gguf::Type;
 namespace {
 
 constexpr int kRows = 8, kTokens = 4;
-
-struct Panel8 {
-    uint8_t* codes;  // [len/4][8 rows][4]; signed types: w = u − 128
-    float* s;        // [groups][8 rows]
-    float* o;        // [groups][8 rows] (types with mins)
-};
 
 // The largest code of a type whose codes are unsigned (zero point below 128): how many vpmaddubsw
 // results (each at most 2·max·127) an int16 lane can sum.
@@ -185,8 +180,12 @@ void gemm_quant(const Matmul& m, int64_t r0, int64_t r1) {
             const int64_t len = std::min(kc, K - k0), n_groups = len / group;
             for (int64_t r = r0; r < r1; r += kRows) {
                 const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
-                pack8<D>(static_cast<const uint8_t*>(m.w) + r * row_bytes, row_bytes, n, k0, len, static_cast<int>(group), layout.has_min,
-                         is_signed, panel, tmp);
+                if (m.packed)  // whole panels (matmul_avx2.cpp)
+                    panel_to_panel8(m.type, static_cast<const uint8_t*>(m.w) + r / kPanelRows * kPanelRows * row_bytes, static_cast<int>(r % kPanelRows / kRows),
+                                    K, k0, len, panel);
+                else
+                    pack8<D>(static_cast<const uint8_t*>(m.w) + r * row_bytes, row_bytes, n, k0, len, static_cast<int>(group), layout.has_min,
+                             is_signed, panel, tmp);
                 const bool first = k0 == 0;
                 float* y = m.y + r;
                 auto run = [&]<int kGroup, bool kSigned, int kSums, bool kMin, bool kSuper>() {

@@ -121,8 +121,8 @@ DecodeBlockFn decode_block_fn(gguf::Type t);
 // 16 rows' codes interleaved by 4-byte words (one aligned 64-byte load feeds 4 bytes of codes of all
 // 16 rows to vpdpbusd), then the scales and mins laid out so that one load gives a value of all 16 rows. A panel takes the same bytes as the
 // 16 rows it replaces, and decode streams the weights front to back in one sequence with little work
-// per byte. Matmul::packed says w is in this form; every variant accepts it (AVX-512 fastest; the
-// others unpack rows and run their row kernels).
+// per byte. Matmul::packed says w is in this form; every variant accepts it (AVX-512 reads a line as
+// 16 rows, AVX2 as two halves of 8; the scalar variant unpacks rows and runs its row kernels).
 constexpr int64_t kPanelRows = 16;
 // Whether pack_rows() takes this weight: a type above, rows in whole panels, columns a multiple of 64.
 bool can_pack(gguf::Type weight_type, int64_t n_rows, int64_t n_cols);

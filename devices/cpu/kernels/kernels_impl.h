@@ -44,8 +44,8 @@ namespace scalar { extern const Kernels kernels; }
 namespace avx2 { extern const Kernels kernels; }
 namespace avx512 { extern const Kernels kernels; }
 
-// Weights packed as panels (Matmul::packed) on the variants without a panel kernel of their own
-// (packed.cpp): Q8_0 by a scalar kernel over the panels, the other types by unpacking the rows and
+// Weights packed as panels (Matmul::packed) on the scalar variant, which has no panel kernel of its
+// own (packed.cpp): Q8_0 by a scalar kernel over the panels, the other types by unpacking the rows and
 // running `row_kernels` on them.
 void matmul_packed_rows(const Matmul& m, int64_t row_begin, int64_t row_end, const Kernels& row_kernels);
 // Rows [r_begin, r_end) of one panel of packed weights (n_cols columns), units (blocks or super-blocks)

@@ -1,6 +1,6 @@
 // Weights packed as panels of 16 rows (kernels.h): the per-type panel formats, packing and its exact
-// inverse, and the matrix product over panels on the variants without a panel kernel of their own
-// (Q8_0: a scalar kernel over the panels; the other types: rows unpacked, then the row kernels).
+// inverse, and the matrix product over panels on the scalar variant, which has no panel kernel of its
+// own (Q8_0: a scalar kernel over the panels; the other types: rows unpacked, then the row kernels).
 #include "devices/cpu/kernels/kernels_impl.h"
 
 #include <algorithm>
