@@ -32,6 +32,7 @@ LinearPlan Device::linear_plan(gguf::Type weight, int64_t, int64_t) const {
 }
 bool Device::can_pack(gguf::Type, int64_t, int64_t) const { return false; }
 bool Device::can_pack_experts(gguf::Type, int64_t, int64_t, int64_t) const { return false; }
+bool Device::rows_read_packed() const { return false; }
 size_t Device::packed_bytes(gguf::Type type, int64_t rows, int64_t cols) const { return size_t(rows) * gguf::row_bytes(type, cols).value_or(0); }
 void Device::pack(gguf::Type, const void*, int64_t, int64_t, void*) { throw Error("[devices] " + name() + ": has no weight layout of its own"); }
 gguf::Type Device::activation_type(gguf::Type weight) const { return cpu::host_activation_type(weight); }

@@ -124,6 +124,8 @@ public:
     // Whether LinearExperts here also reads (experts, rows, cols) expert weights in that layout, the
     // experts' rows packed as one (experts · rows, cols) weight (ops::LinearExperts::packed).
     virtual bool can_pack_experts(gguf::Type type, int64_t experts, int64_t rows, int64_t cols) const;
+    // Whether its ROWS op reads a table in that layout (ops::Rows::packed). Default: no.
+    virtual bool rows_read_packed() const;
     // The format the host kernels quantize activations to for weights of `weight` (linear, experts, heads).
     virtual gguf::Type activation_type(gguf::Type weight) const;
     // The KV cache types its attention reads and its KV store writes (llama.cpp's -ctk/-ctv). Default: the

@@ -138,6 +138,7 @@ struct Rows {
     float* out = nullptr;           // (n, D)
     int64_t n = 0, V = 0, D = 0;
     gguf::Type type = gguf::Type::F32;
+    bool packed = false;            // table is in the layout Device::pack made (Device::rows_read_packed)
 };
 
 // Causal depthwise convolution over time that carries its last K-1 inputs:

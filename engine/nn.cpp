@@ -229,9 +229,11 @@ Tensor linear(const Tensor& x, const LinearWeight& w) {
     return concat(linear_split(x, w), -1);
 }
 
+bool embeds_from(const Tensor& w) { return !is_packed(w) || devices::get(w.device()).rows_read_packed(); }
+
 Tensor embedding(const Tensor& table, const Tensor& ids) {
     check_weight(table, "embedding");
-    if (is_packed(table)) fail("embedding", "the table is packed for linear() (pack_for_linear) and serves nothing else");
+    if (!embeds_from(table)) fail("embedding", "the table is packed for linear() (pack_for_linear) in a layout this device's lookups do not read");
     if (!ids.dtype().is_int()) fail("embedding", "ids must be integers, got " + ids.dtype().name());
     Shape out_shape = ids.shape();
     out_shape.push_back(table.dim(1));
@@ -244,6 +246,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
     const gguf::Type type = *table.dtype().weight_type();
     OpCall<A> call(type);
     call.args().type = type;
+    call.args().packed = is_packed(table);
     return call.in(&A::table, table).in(&A::ids, ids.cast(i32).reshape({n})).dim(&A::n, n).dim(&A::V, table.dim(0)).dim(&A::D, table.dim(1))
         .out(&A::out, {n, table.dim(1)}, f32).reshape(out_shape);
 }

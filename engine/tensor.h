@@ -300,12 +300,17 @@ LinearWeight linear_weight(const std::vector<Tensor>& ws);
 std::vector<Tensor> linear_split(const Tensor& x, const LinearWeight& w);
 Tensor linear(const Tensor& x, const LinearWeight& w);  // the outputs side by side: (..., sum of rows)
 // The layout itself: w (N, K) in its device's own layout for linear() when it has one (Device::can_pack),
-// else w itself. The result feeds linear() only; embedding() and dequantize() reject it.
+// else w itself. The result feeds linear(), and embedding() where embeds_from() says so; dequantize()
+// rejects it.
 Tensor pack_for_linear(const Tensor& w);
 // Weights with the same columns and dtype stacked row-wise into one packed weight: one linear() gives
 // their outputs side by side (q|k|v, gate|up). Undefined when the layout does not apply to all of them.
 Tensor pack_for_linear(const std::vector<Tensor>& ws);
 Tensor embedding(const Tensor& table, const Tensor& ids); // (V, D)[ids (...)] -> (..., D) f32; any table dtype
+// Whether embedding() reads its rows from w as linear_weight() laid it out: w is in rows, or its device's
+// ROWS reads its layout (Device::rows_read_packed; the CPU's panels). A tied output matrix's copy then
+// serves the lookups too, and the file mapping's pages of the table are never touched.
+bool embeds_from(const Tensor& w);
 Tensor dequantize(const Tensor& w);                       // any dtype -> f32, same shape
 Tensor softmax(const Tensor& x, int axis = -1);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);  // over the last axis

@@ -45,8 +45,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     // the lookup table stays in the file mapping: a token reads one row of it
     m->token_embd = L.get("token_embd.weight", {V, D}, /*sparse=*/true);
     m->output_norm = L.get("output_norm.weight", {D});
-    // tied: the output matmul reads its own copy of the table, laid out from the mapping
+    // tied: the output matmul reads its own copy of the table, laid out from the mapping, and where the
+    // device's lookups read that layout the lookups do too (the mapping's pages of the table stay out)
     m->output = engine::linear_weight({c.tied_output ? L.get("token_embd.weight", {V, D}, /*sparse=*/true) : L.get("output.weight", {V, D}, /*sparse=*/true)});
+    if (c.tied_output && m->output.parts.size() == 1 && engine::embeds_from(m->output.parts[0])) m->token_embd = m->output.parts[0];
     m->layers.resize(c.n_layer);
     for (int il = 0; il < c.n_layer; il++) {
         Layer& l = m->layers[il];

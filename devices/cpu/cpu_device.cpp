@@ -175,6 +175,8 @@ public:
     bool can_pack(gguf::Type type, int64_t rows, int64_t cols) const override {
         return env::cpu_pack() && ::cpu_kernels::active_isa() != ::cpu_kernels::Isa::SCALAR && ::cpu_kernels::can_pack(type, rows, cols);
     }
+    // Lookups unpack a row from its panel (cpu_kernels::rows).
+    bool rows_read_packed() const override { return true; }
     // Experts: each expert's rows whole panels, so that an expert's tile of rows is one panel.
     bool can_pack_experts(gguf::Type type, int64_t experts, int64_t rows, int64_t cols) const override {
         return rows % ::cpu_kernels::kPanelRows == 0 && can_pack(type, experts * rows, cols);

@@ -336,7 +336,7 @@ void unpack_panel(Type weight_type, const uint8_t* panel, int64_t n_cols, int r_
     uint8_t stream[192];
     for (int r = r_begin; r < r_end; r++)
         for (int64_t u = unit_begin; u < unit_end; u++) {
-            for (int b = 0; b < f.stream_bytes; b++) stream[b] = panel[code_at(u * f.stream_bytes + b, r)];
+            for (int b = 0; b < f.stream_bytes; b += 4) std::memcpy(stream + b, panel + code_at(u * f.stream_bytes + b, r), 4);  // words
             f.from_panel(stream, meta + u * kPanelRows * f.meta_bytes, r, out + ((r - r_begin) * (unit_end - unit_begin) + u - unit_begin) * block_bytes);
         }
 }

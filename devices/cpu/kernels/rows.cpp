@@ -1,5 +1,6 @@
 // Table rows as f32 (embedding lookups, dequantization) and top-k over rows: the hot ops ROWS and TOPK
 // on the CPU, for every type the gguf table can dequantize.
+#include "devices/cpu/kernels/kernels_impl.h"
 #include "devices/cpu/kernels/ops_impl.h"
 #include "gguf/gguf.h"
 
@@ -57,10 +58,13 @@ const float* row_f32(const void* base, gguf::Type type, int64_t r, int64_t k, fl
 
 
 void rows(const ops::Rows& a, int64_t begin, int64_t end) {
+    thread_local std::vector<uint8_t> unpacked;  // a packed table's row back in GGUF form
+    if (a.packed) unpacked.resize(bytes_per_row(a.type, a.D));
     for (int64_t i = begin; i < end; i++) {
         const int64_t id = a.ids ? std::clamp<int64_t>(a.ids[i], 0, a.V - 1) : i;
         float* o = a.out + i * a.D;
-        const float* row = row_f32(a.table, a.type, id, a.D, o);
+        if (a.packed) unpack_rows(a.type, a.table, a.V, a.D, unpacked.data(), id, id + 1);
+        const float* row = a.packed ? row_f32(unpacked.data(), a.type, 0, a.D, o) : row_f32(a.table, a.type, id, a.D, o);
         if (row != o) std::memcpy(o, row, size_t(a.D) * sizeof(float));
     }
 }
