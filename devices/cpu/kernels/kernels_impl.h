@@ -48,6 +48,10 @@ namespace avx512 { extern const Kernels kernels; }
 // own (packed.cpp): Q8_0 by a scalar kernel over the panels, the other types by unpacking the rows and
 // running `row_kernels` on them.
 void matmul_packed_rows(const Matmul& m, int64_t row_begin, int64_t row_end, const Kernels& row_kernels);
+// A product over packed weights on a variant with panel kernels (packed.cpp): `gemv` for fewer than
+// gemm_min_tokens tokens and for the rows of the panels the range cuts, `gemm` for its whole panels.
+using MatmulFn = void (*)(const Matmul& m, int64_t r0, int64_t r1);
+void matmul_panels(const Matmul& m, int64_t r0, int64_t r1, int64_t gemm_min_tokens, MatmulFn gemv, MatmulFn gemm);
 // Rows [r_begin, r_end) of one panel of packed weights (n_cols columns), units (blocks or super-blocks)
 // [unit_begin, unit_end), back in GGUF form: rows of (unit_end - unit_begin) blocks at `out`.
 void unpack_panel(gguf::Type weight_type, const uint8_t* panel, int64_t n_cols, int r_begin, int r_end, int64_t unit_begin,

@@ -13,16 +13,7 @@ constexpr int64_t kGemmMinTokens = 5;
 
 void matmul(const Matmul& m, int64_t r0, int64_t r1) {
     if (m.type == Type::F32 || m.type == Type::F16 || m.type == Type::BF16) return matmul_float(m, r0, r1);
-    if (m.packed) {
-        if (m.n_tokens < kGemmMinTokens) return gemv_packed(m, r0, r1);
-        // the matrix-matrix kernel takes whole panels; rows of a panel cut by the range go to the decode kernel
-        const int64_t up = (r0 + kPanelRows - 1) / kPanelRows * kPanelRows, down = r1 / kPanelRows * kPanelRows;
-        const int64_t a = up < r1 ? up : r1, b = down > a ? down : a;
-        if (r0 < a) gemv_packed(m, r0, a);
-        if (a < b) gemm_quant(m, a, b);
-        if (b < r1) gemv_packed(m, b, r1);
-        return;
-    }
+    if (m.packed) return matmul_panels(m, r0, r1, kGemmMinTokens, gemv_packed, gemm_quant);
     if (m.n_tokens >= kGemmMinTokens) return gemm_quant(m, r0, r1);
     matmul_quant(m, r0, r1);
 }

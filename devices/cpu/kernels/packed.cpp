@@ -1,6 +1,7 @@
 // Weights packed as panels of 16 rows (kernels.h): the per-type panel formats, packing and its exact
 // inverse, and the matrix product over panels on the scalar variant, which has no panel kernel of its
-// own (Q8_0: a scalar kernel over the panels; the other types: rows unpacked, then the row kernels).
+// own (Q8_0: a scalar kernel over the panels; the other types: rows unpacked, then the row kernels), and
+// the split of a product between the panel variants' decode and prefill kernels.
 #include "devices/cpu/kernels/kernels_impl.h"
 
 #include <algorithm>
@@ -339,6 +340,15 @@ void unpack_panel(Type weight_type, const uint8_t* panel, int64_t n_cols, int r_
             for (int b = 0; b < f.stream_bytes; b += 4) std::memcpy(stream + b, panel + code_at(u * f.stream_bytes + b, r), 4);  // words
             f.from_panel(stream, meta + u * kPanelRows * f.meta_bytes, r, out + ((r - r_begin) * (unit_end - unit_begin) + u - unit_begin) * block_bytes);
         }
+}
+
+void matmul_panels(const Matmul& m, int64_t r0, int64_t r1, int64_t gemm_min_tokens, MatmulFn gemv, MatmulFn gemm) {
+    if (m.n_tokens < gemm_min_tokens) return gemv(m, r0, r1);
+    const int64_t up = (r0 + kPanelRows - 1) / kPanelRows * kPanelRows, down = r1 / kPanelRows * kPanelRows;
+    const int64_t a = up < r1 ? up : r1, b = down > a ? down : a;
+    if (r0 < a) gemv(m, r0, a);
+    if (a < b) gemm(m, a, b);
+    if (b < r1) gemv(m, b, r1);
 }
 
 void unpack_rows(Type weight_type, const void* packed, int64_t n_rows, int64_t n_cols, void* out, int64_t row_begin,
