@@ -58,12 +58,13 @@ inline __m256i iq4_signed_table() {
 // groups. codes(c, gi, col) gives group gi of the chunk whose codes start at c (+32 for rows 8-15) as
 // kGroup / 4 dword columns: signed codes w − zero where kSigned, else the unsigned codes u. scales(meta,
 // chunk, gi, half, s, o) gives the group's scales s and (kMin) offsets o of the half's 8 rows; meta is
-// the panel's meta region. kMetaPerChunk: meta bytes per chunk (prefetching). kSums: how many
-// vpmaddubsw results of the unsigned codes an int16 lane can sum (2 · max code · 128 each).
+// the panel's meta region. For the generic decode tile also kSigned, kMin, kSuper (Q8_K activations),
+// kMetaPerChunk (meta bytes per chunk, for prefetching) and kSums (how many vpmaddubsw results of the
+// unsigned codes an int16 lane can sum: 2 · max code · 128 each).
 
 struct P8_0 {
     static constexpr int kChunk = 32, kGroup = 32, kLines = 8, kSums = 1, kMetaPerChunk = 32;
-    static constexpr bool kSigned = true, kMin = false, kSuper = false;
+    static constexpr bool kSigned = true, kSuper = false;
     static void codes(const uint8_t* c, int, __m256i* col) {
         for (int k = 0; k < 8; k++) col[k] = _mm256_xor_si256(load32(c + 64 * k), _mm256_set1_epi8(static_cast<char>(0x80)));
     }
@@ -109,11 +110,11 @@ struct PIq4Xs : PBlock32<false, false, true> {
 };
 
 // Q4_K, Q5_K (kFifth): per 64 elements 8 words (low nibbles group 2c, high 2c + 1; Q5_K then the two
-// words of fifth bits); per super-block after all codes d[16], dmin[16], lo[8][16], hi[4][16].
+// words of fifth bits); per super-block after all codes d[16], dmin[16], lo[8][16], hi[4][16]. (Decode
+// runs tile_k4; these serve prefill.)
 template <bool kFifth>
 struct PK4 {
-    static constexpr int kChunk = 64, kGroup = 32, kLines = kFifth ? 10 : 8, kSums = kFifth ? 4 : 8, kMetaPerChunk = 64;
-    static constexpr bool kSigned = false, kMin = true, kSuper = true;
+    static constexpr int kChunk = 64, kGroup = 32, kLines = kFifth ? 10 : 8;
     static void codes(const uint8_t* c, int gi, __m256i* col) {
         const __m256i h = kFifth ? load32(c + 512 + 64 * gi) : _mm256_setzero_si256();
         for (int k = 0; k < 8; k++) {
@@ -136,10 +137,10 @@ struct PK4 {
 };
 
 // Q6_K: per 32 elements 4 words of low nibbles (low: group of elements 0-15, high: 16-31) and 2 words
-// of top bits; per super-block after all codes the int8 scales [16 groups][16 rows], then d[16].
+// of top bits; per super-block after all codes the int8 scales [16 groups][16 rows], then d[16]. (Decode
+// runs tile_q6_k; the zero point 32 is the activations' term.)
 struct PQ6_K {
-    static constexpr int kChunk = 32, kGroup = 16, kLines = 6, kSums = 2, kMetaPerChunk = 36;
-    static constexpr bool kSigned = false, kMin = false, kSuper = true;
+    static constexpr int kChunk = 32, kGroup = 16, kLines = 6;
     static void codes(const uint8_t* c, int gi, __m256i* col) {
         const __m256i h = load32(c + 256 + 64 * gi);
         for (int k = 0; k < 4; k++) {
