@@ -23,9 +23,6 @@ namespace {
 // 3 KiB no better than 2.
 constexpr int64_t kPrefetchAhead = 2048;
 
-inline void prefetch_lines(const uint8_t* p, int n_lines) {
-    for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
-}
 
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256i low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
@@ -46,6 +43,17 @@ inline __m256i q6_k_top(__m256i h, int k) {
     const __m256i s = k == 0 ? _mm256_slli_epi16(h, 4) : k == 1 ? _mm256_slli_epi16(h, 2) : k == 2 ? h : _mm256_srli_epi16(h, 2);
     return _mm256_and_si256(s, _mm256_set1_epi8(0x30));
 }
+// The 4 quants at q in every dword.
+inline __m256i bcast4(const int8_t* q) { return _mm256_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(q)))); }
+
+// Two chains of int16 sums of vpmaddubsw products, a and b: the first product starts them, and after
+// the last they are widened under their scales (vpmaddwd) into isum.
+inline void chain_pair(__m256i& pa, __m256i& pb, __m256i a, __m256i b, bool first, bool last, __m256i sa, __m256i sb, __m256i& isum) {
+    pa = first ? a : _mm256_add_epi16(pa, a);
+    pb = first ? b : _mm256_add_epi16(pb, b);
+    if (last) isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(pa, sa), _mm256_madd_epi16(pb, sb)));
+}
+
 // IQ4_NL's codebook as signed bytes (the panel codes are its indices), in both 128-bit lanes.
 inline __m256i iq4_signed_table() {
     return _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113, -127, -104, -83, -65, -49, -35,
@@ -180,15 +188,14 @@ template <class D>
 inline __m256i group_dot(const __m256i* col, const int8_t* q) {
     constexpr int kWords = D::kGroup / 4, kStep = D::kSigned ? 1 : D::kSums < kWords ? D::kSums : kWords;
     const __m256i ones = _mm256_set1_epi16(1);
-    auto bcast = [q](int k) { return _mm256_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(q) + 4 * k))); };
     __m256i dot = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int k0 = 0; k0 < kWords; k0 += kStep) {
         __m256i p = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int k = k0; k < k0 + kStep; k++) {
-            if constexpr (D::kSigned) p = _mm256_maddubs_epi16(_mm256_abs_epi8(col[k]), _mm256_sign_epi8(bcast(k), col[k]));
-            else p = _mm256_add_epi16(p, _mm256_maddubs_epi16(col[k], bcast(k)));
+            if constexpr (D::kSigned) p = _mm256_maddubs_epi16(_mm256_abs_epi8(col[k]), _mm256_sign_epi8(bcast4(q + 4 * k), col[k]));
+            else p = _mm256_add_epi16(p, _mm256_maddubs_epi16(col[k], bcast4(q + 4 * k)));
         }
         dot = _mm256_add_epi32(dot, _mm256_madd_epi16(p, ones));
     }
@@ -240,7 +247,6 @@ inline __m256i signed_scale_pairs(const uint8_t* p) {
     const __m256i v = sbytes8(p);
     return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
 }
-inline __m256i bcast4(const int8_t* q) { return _mm256_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(q)))); }
 
 // Q4_K and Q5_K, by super-block: the 6-bit scales multiply the int16 sums in vpmaddwd (one int32 sum per
 // row and super-block), the mins meet the activations' group sums once per super-block; per group
@@ -293,11 +299,8 @@ void tile_k4(const uint8_t* const* panel, int64_t K, const LaneAct* x, __m256 (&
 #pragma GCC unroll 4
                         for (int t = 0; t < N; t++) {
                             const int8_t* xq = x[t].q + 256 * i + 64 * c + 4 * k;
-                            const __m256i a = _mm256_maddubs_epi16(lo, bcast4(xq)), b = _mm256_maddubs_epi16(hi, bcast4(xq + 32));
-                            plo[t] = k % kStep == 0 ? a : _mm256_add_epi16(plo[t], a);
-                            phi[t] = k % kStep == 0 ? b : _mm256_add_epi16(phi[t], b);
-                            if (k % kStep == kStep - 1)
-                                isum[q][h][t] = _mm256_add_epi32(isum[q][h][t], _mm256_add_epi32(_mm256_madd_epi16(plo[t], s_lo), _mm256_madd_epi16(phi[t], s_hi)));
+                            chain_pair(plo[t], phi[t], _mm256_maddubs_epi16(lo, bcast4(xq)), _mm256_maddubs_epi16(hi, bcast4(xq + 32)), k % kStep == 0,
+                                       k % kStep == kStep - 1, s_lo, s_hi, isum[q][h][t]);
                         }
                     }
                 }
@@ -362,11 +365,8 @@ void tile_q6_k(const uint8_t* const* panel, int64_t K, const LaneAct* x, __m256 
 #pragma GCC unroll 4
                         for (int t = 0; t < N; t++) {  // int16 sums of two products: 2 · 2 · 63 · 128 < 2^15
                             const int8_t* xq = x[t].q + 256 * i + 32 * w + 4 * k;
-                            const __m256i ma = _mm256_maddubs_epi16(a, bcast4(xq)), mb = _mm256_maddubs_epi16(b, bcast4(xq + 16));
-                            pa[t] = k % 2 == 0 ? ma : _mm256_add_epi16(pa[t], ma);
-                            pb[t] = k % 2 == 0 ? mb : _mm256_add_epi16(pb[t], mb);
-                            if (k % 2 == 1)
-                                isum[q][h][t] = _mm256_add_epi32(isum[q][h][t], _mm256_add_epi32(_mm256_madd_epi16(pa[t], sa), _mm256_madd_epi16(pb[t], sb)));
+                            chain_pair(pa[t], pb[t], _mm256_maddubs_epi16(a, bcast4(xq)), _mm256_maddubs_epi16(b, bcast4(xq + 16)), k % 2 == 0, k % 2 == 1, sa,
+                                       sb, isum[q][h][t]);
                         }
                     }
                 }

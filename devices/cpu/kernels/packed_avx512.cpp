@@ -18,9 +18,6 @@ namespace {
 // 29.0, Q6_K 30.8 vs 33.7 tok/s; 12 KiB slower still, 100M Q8_0 a little faster at 4 KiB than at 8).
 constexpr int64_t kPrefetchAhead = 4096;
 
-inline void prefetch_lines(const uint8_t* p, int n_lines) {
-    for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
-}
 
 // One token's activation. Q8_0 (for Q8_0, Q4_0, Q5_0, IQ4_NL weights): K quants, then per 32-element
 // group d_x and −zero·Σq; Q8_1 (Q4_1, Q5_1): d_x and the block's s = d_x·Σq. Q8_K (Q4_K, Q5_K, Q6_K,
