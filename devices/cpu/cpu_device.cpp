@@ -242,7 +242,8 @@ std::vector<std::string> kernel_report() {
     const ck::Isa best = ck::best_isa();
     out.push_back(std::string("kernels: ") + ck::isa_name(isa) + " (" + features(isa) + ")" +
                   (isa == best ? ", the best this CPU has" : std::string(", set by TINYLLM_CPU_ISA; this CPU has ") + ck::isa_name(best)) +
-                  "; AMX " + (ck::amx_active() ? "for prefill (int8 tiles: the 32-element-group types; bf16 tiles: f16, bf16)" : ck::amx_supported() ? "off (TINYLLM_CPU_AMX=0)" : "absent"));
+                  "; AMX " + (ck::amx_active() ? "for prefill (int8 tiles: the 32-element-group types; bf16 tiles: f16, bf16)" : ck::amx_supported() ? "off (TINYLLM_CPU_AMX=0)" : "absent") +
+                  "; decode prefetches weights into " + (ck::prefetch_level() == ck::Prefetch::L2 ? "L2" : "L1"));
     // Per weight type: the variant a matmul runs, grouped ("q4_K q6_K: ..."). A type packs when the
     // device takes it at a typical shape (4096 x 4096) and TINYLLM_CPU_PACK is on.
     std::vector<std::pair<std::string, std::string>> groups;  // variant, types

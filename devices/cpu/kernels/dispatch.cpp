@@ -53,6 +53,23 @@ Isa best_isa() {
     return best;
 }
 
+// ---- prefetch ----------------------------------------------------------------------------------------
+
+const char* prefetch_name(Prefetch p) { return p == Prefetch::L1 ? "l1" : "l2"; }
+
+bool g_prefetch_l2 = false;  // set with the active variant (active_isa_ref)
+
+Prefetch prefetch_level() {
+    static const Prefetch level = [] {
+        const char* env = std::getenv("TINYLLM_CPU_PREFETCH");
+        if (!env || !*env) return amx_supported() ? Prefetch::L1 : Prefetch::L2;
+        for (Prefetch p : {Prefetch::L1, Prefetch::L2})
+            if (std::string(env) == prefetch_name(p)) return p;
+        throw Error(std::string("[cpu_kernels] TINYLLM_CPU_PREFETCH=") + env + ": expected l1 or l2");
+    }();
+    return level;
+}
+
 namespace {
 
 Isa isa_from_env() {
@@ -68,7 +85,10 @@ Isa isa_from_env() {
 }
 
 Isa& active_isa_ref() {
-    static Isa isa = isa_from_env();
+    static Isa isa = [] {
+        g_prefetch_l2 = prefetch_level() == Prefetch::L2;
+        return isa_from_env();
+    }();
     return isa;
 }
 

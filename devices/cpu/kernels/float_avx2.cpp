@@ -51,7 +51,7 @@ void tile(const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride
         for (int t = 0; t < N; t++) xv[t] = load8<T>(x + t * x_stride, c);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            if (kPrefetch && c % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * w_stride + c * elem_bytes<T>()), _MM_HINT_T0);
+            if (kPrefetch && c % 32 == 0) prefetch_lines(w + (R + r) * w_stride + c * elem_bytes<T>(), 1);
             const __m256 wv = load8<T>(w + r * w_stride, c);
 #pragma GCC unroll 8
             for (int t = 0; t < N; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);

@@ -43,7 +43,7 @@ void gemv_tile(const Matmul& m, int64_t t0, int64_t r0) {
         const int64_t left = K - c;
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
-            _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * row_bytes + c * elem_bytes<T>()), _MM_HINT_T0);
+            prefetch_lines(w + (R + r) * row_bytes + c * elem_bytes<T>(), 1);
         if constexpr (T == Type::BF16) {
             const __mmask32 mask = left >= 32 ? ~0u : static_cast<__mmask32>((1u << left) - 1);
             __m512i xv[N];

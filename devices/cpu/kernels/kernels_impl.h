@@ -18,10 +18,16 @@
 
 namespace cpu_kernels {
 
-// Lines [0, n_lines) of 64 bytes from p into L1 (the panel kernels' streams). prefetcht0 is baseline
-// x86-64 and the function static, so each variant's file keeps its own copy.
+// prefetch_level() == Prefetch::L2, set once with the active variant (dispatch.cpp).
+extern bool g_prefetch_l2;
+
+// Lines [0, n_lines) of 64 bytes from p into L1 or L2 (prefetch_level: the decode kernels' streams).
+// prefetcht0/t1 are baseline x86-64 and the function static, so each variant's file keeps its own copy.
 static inline void prefetch_lines(const uint8_t* p, int n_lines) {
-    for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
+    if (g_prefetch_l2)
+        for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T1);
+    else
+        for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
 }
 
 // Bytes of a row of n elements of type t (a valid size: checked by the caller).

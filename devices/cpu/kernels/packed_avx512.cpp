@@ -12,11 +12,12 @@ namespace cpu_kernels::avx512 {
 using gguf::Type;
 
 namespace {
-// Prefetch distance along a panel's codes: 4 KiB ahead, every line. The lines go to L1, three panels
-// side by side: at 8 KiB (tuned on the cache-resident 100M decode) the 1B decode from memory ran 8-10%
-// slower than at 2-4 KiB (Intel Xeon AMX, 1B tg32 Q4_K_M 39.7 vs 43.5, Q4_0 45.2 vs 49.4, Q8_0 26.8 vs
-// 29.0, Q6_K 30.8 vs 33.7 tok/s; 12 KiB slower still, 100M Q8_0 a little faster at 4 KiB than at 8).
-constexpr int64_t kPrefetchAhead = 4096;
+// Prefetch distance along a panel's codes, every line, three panels side by side. Into L1: 4 KiB
+// ahead; at 8 KiB (tuned on the cache-resident 100M decode) the 1B decode from memory ran 8-10% slower
+// than at 2-4 KiB (Intel Xeon AMX, 1B tg32 Q4_K_M 39.7 vs 43.5, Q4_0 45.2 vs 49.4, Q8_0 26.8 vs 29.0,
+// Q6_K 30.8 vs 33.7 tok/s; 12 KiB slower still). Into L2: 2 KiB ahead (AMD EPYC Zen 4,
+// bench_cpu_kernels 1B model decode, 2 threads: Q4_K 49.3 at 2 KiB, 46.3 at 8, 50.7 at 32).
+inline int64_t prefetch_ahead() { return g_prefetch_l2 ? 2048 : 4096; }
 
 
 // One token's activation. Q8_0 (for Q8_0, Q4_0, Q5_0, IQ4_NL weights): K quants, then per 32-element
@@ -136,7 +137,7 @@ void tile_block32(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m
         __m512i dot[P][N][2], fifth[P];
 #pragma GCC unroll 4
         for (int q = 0; q < P; q++) {
-            prefetch_lines(panel[q] + codes + kPrefetchAhead, kWords);  // the hardware prefetcher alone leaves the loads waiting
+            prefetch_lines(panel[q] + codes + prefetch_ahead(), kWords);  // the hardware prefetcher alone leaves the loads waiting
             if constexpr (kFifth) fifth[q] = _mm512_loadu_si512(panel[q] + codes + 256);
 #pragma GCC unroll 4
             for (int t = 0; t < N; t++) dot[q][t][0] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(x[t].corr[g]), dot[q][t][1] = _mm512_setzero_si512();
@@ -198,7 +199,7 @@ void tile_iq4_xs(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m5
             __m512i dot[P][N][2];
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
-                prefetch_lines(panel[q] + codes + kPrefetchAhead, 4);
+                prefetch_lines(panel[q] + codes + prefetch_ahead(), 4);
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) dot[q][t][0] = _mm512_set1_epi32(x[t].corr[16 * i + g]), dot[q][t][1] = _mm512_setzero_si512();
             }
@@ -258,7 +259,7 @@ void tile_q4_k_q5_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, _
             __m512i h0[P], h1[P];
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
-                prefetch_lines(panel[q] + codes + kPrefetchAhead, kWords);
+                prefetch_lines(panel[q] + codes + prefetch_ahead(), kWords);
                 if constexpr (FIVE) h0[q] = _mm512_loadu_si512(panel[q] + codes + 512), h1[q] = _mm512_loadu_si512(panel[q] + codes + 576);
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++) dlo[q][t][0] = dhi[q][t][0] = dlo[q][t][1] = dhi[q][t][1] = _mm512_setzero_si512();
@@ -338,7 +339,7 @@ void tile_q6_k(const uint8_t* const* panel, int64_t K, const PanelAct* x, __m512
             __m512i da[P][N], db[P][N];
 #pragma GCC unroll 4
             for (int q = 0; q < P; q++) {
-                prefetch_lines(panel[q] + codes + kPrefetchAhead, 6);
+                prefetch_lines(panel[q] + codes + prefetch_ahead(), 6);
 #pragma GCC unroll 4
                 for (int t = 0; t < N; t++)
                     da[q][t] = _mm512_set1_epi32(x[t].corr[16 * i + 2 * w]), db[q][t] = _mm512_set1_epi32(x[t].corr[16 * i + 2 * w + 1]);
