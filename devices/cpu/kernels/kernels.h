@@ -44,7 +44,7 @@ void set_amx_enabled(bool on);
 // default; L1 where AMX is supported, the CPU it was measured faster on. TINYLLM_CPU_PREFETCH=l1|l2
 // overrides. Measured (bench_cpu_kernels --model 1b --threads 2 --thp --packed, model decode tok/s):
 // AMD EPYC Zen 4, L2 over L1 Q4_K 49.3 vs 39.1, Q4_0 55.2 vs 48.4, Q6_K 38.2 vs 30.9, F16 rows
-// 10.9 vs 8.6; Intel Xeon AMX: L1 at 4 KiB +6-12% over 8 KiB (L2 not yet measured there).
+// 11.2 vs 8.7; Intel Xeon AMX: L1 at 4 KiB +6-12% over 8 KiB (L2 not yet measured there).
 enum class Prefetch : uint8_t { L1, L2 };
 Prefetch prefetch_level();
 const char* prefetch_name(Prefetch p);
