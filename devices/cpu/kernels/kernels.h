@@ -40,11 +40,9 @@ bool amx_active();
 void set_amx_enabled(bool on);
 
 // Where the decode kernels' software prefetches put the weights they will read next: into L1
-// (prefetcht0, 4 KiB ahead in the AVX-512 panels) or only into L2 (prefetcht1, 2 KiB ahead). L2 by
-// default; L1 where AMX is supported, the CPU it was measured faster on. TINYLLM_CPU_PREFETCH=l1|l2
-// overrides. Measured (bench_cpu_kernels --model 1b --threads 2 --thp --packed, model decode tok/s):
-// AMD EPYC Zen 4, L2 over L1 Q4_K 49.3 vs 39.1, Q4_0 55.2 vs 48.4, Q6_K 38.2 vs 30.9, F16 rows
-// 11.2 vs 8.7; Intel Xeon AMX: L1 at 4 KiB +6-12% over 8 KiB (L2 not yet measured there).
+// (prefetcht0) or only into L2 (prefetcht1); the distances are the variants' own (packed_avx512.cpp).
+// L2 by default (measured faster on the AMD EPYC Zen 4), L1 where AMX is supported (measured on the
+// Intel Xeon); the figures are in README.md's Performance section. TINYLLM_CPU_PREFETCH=l1|l2 overrides.
 enum class Prefetch : uint8_t { L1, L2 };
 Prefetch prefetch_level();
 const char* prefetch_name(Prefetch p);
