@@ -114,11 +114,13 @@ inline __m512i iq4_xs_scales(const uint8_t* low, __m512i high, int g) {
 }
 
 // ---- P panels × N tokens per type; `acc[q][t]` gets panel q's 16 rows for token t -----------------
-// Decode runs 3 panels side by side (2 for two tokens): their loads are independent streams and their
-// products independent chains, which keeps more of the weights in flight than one panel at a time.
-// Measured (Intel Xeon AMX, 2 threads, bench_cpu_kernels' 1B shapes from memory, panels alternating
-// in one process): Q4_K 37 model tok/s with 1 panel, 40 with 2, 42 with 3 or 4, 47 for a loop that
-// only reads the panels; Q6_K, Q8_0, Q4_0 gain 5-12%, 3 panels at least as fast as 4.
+// Decode runs 3 or 4 panels side by side (2 for two tokens): their loads are independent streams and
+// their products independent chains, which keeps more of the weights in flight than one panel at a time.
+// Measured (Intel Xeon AMX, prefetch into L1, 2 threads, bench_cpu_kernels' 1B shapes from memory, panels
+// alternating in one process): Q4_K 37 model tok/s with 1 panel, 40 with 2, 42 with 3 or 4, 47 for a
+// loop that only reads the panels; Q6_K, Q8_0, Q4_0 gain 5-12%, 3 panels at least as fast as 4. On the
+// AMD EPYC Zen 4 (prefetch into L2), 4 panels: Q4_K 52.6 vs 46.0 (3) tok/s, Q4_0 56.5 vs 48.0, Q6_K 33.8
+// vs 26.4, Q8_0 32.0 vs 29.4 (medians of 3 alternating rounds); 6 and 8 panels slower than 4.
 
 // The types of one scale per 32-element group: per group Q8_0 8 words of bytes (q + 128); the others
 // 4 words whose low nibbles are elements 0-15 and high nibbles 16-31 (IQ4_NL's through its codebook),
@@ -422,7 +424,10 @@ void panel_rows(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_
 template <Type T>
 void panel_tokens(const Matmul& m, const PanelAct* x, float* y, int64_t r0, int64_t r1, int64_t n) {
     switch (n) {
-        case 1: panel_rows<3, 1, T>(m, x, y, r0, r1); break;
+        case 1:  // 4 panels where the weights are prefetched into L2, 3 into L1 (the tiles' comment)
+            if (g_prefetch_l2) panel_rows<4, 1, T>(m, x, y, r0, r1);
+            else panel_rows<3, 1, T>(m, x, y, r0, r1);
+            break;
         case 2: panel_rows<2, 2, T>(m, x, y, r0, r1); break;
         case 3: panel_rows<1, 3, T>(m, x, y, r0, r1); break;
         default: panel_rows<1, 4, T>(m, x, y, r0, r1); break;
