@@ -1,7 +1,9 @@
 // AVX-512 products of F32, F16 and BF16 weights with activations of the same type, in f32 with FMA
-// (BF16 pairs through vdpbf16ps for few tokens). Few tokens: lanes along the row, several rows at
-// once. More tokens: 32 rows packed across lanes, one broadcast activation per two FMAs.
+// (BF16 pairs through vdpbf16ps for few tokens). Few tokens: lanes along the row, a row at a time.
+// More tokens: 32 rows packed across lanes, one broadcast activation per two FMAs.
 #include "devices/cpu/kernels/avx512_impl.h"
+
+#include <type_traits>
 
 namespace cpu_kernels::avx512 {
 
@@ -28,70 +30,66 @@ constexpr int64_t elem_bytes() {
 
 // ---- few tokens --------------------------------------------------------------------------------
 
-template <Type T, int R, int N>
-void gemv_tile(const Matmul& m, int64_t t0, int64_t r0) {
+// Row r × N tokens: a row at a time, S chains along it, the row's loads shared by the tokens (so a token's
+// sums do not depend on how many tokens share the pass). Several rows side by side (4 before) read as many
+// streams at once and ran a third slower from memory on the AMD EPYC Zen 4 (1B F16 decode, 1 thread,
+// bench_cpu_kernels' matmuls: 8.8-10.0 tok/s with 4 rows, 7.1-7.5 with 2, 12.4-13.1 with one; llama.cpp's
+// F16 dot product is also one row at a time).
+template <Type T, int N>
+void gemv_row(const Matmul& m, int64_t t0, int64_t r) {
+    constexpr int S = 4;
     const int64_t K = m.n_cols, row_bytes = K * elem_bytes<T>();
-    const auto w = static_cast<const uint8_t*>(m.w) + r0 * row_bytes;
+    const auto w = static_cast<const uint8_t*>(m.w) + r * row_bytes;
     const auto x = static_cast<const uint8_t*>(m.x) + t0 * row_bytes;  // activations: same type and length
-    __m512 acc[R][N];
+    __m512 acc[N][S];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < N; t++)
 #pragma GCC unroll 8
-        for (int t = 0; t < N; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int j = 0; j < S; j++) acc[t][j] = _mm512_setzero_ps();
     constexpr int64_t step = T == Type::BF16 ? 32 : 16;
-    for (int64_t c = 0; c < K; c += step) {
-        const int64_t left = K - c;
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            prefetch_lines(w + (R + r) * row_bytes + c * elem_bytes<T>(), 1);
+    auto at = [&](int64_t c, int j, auto mask) __attribute__((always_inline)) {
         if constexpr (T == Type::BF16) {
-            const __mmask32 mask = left >= 32 ? ~0u : static_cast<__mmask32>((1u << left) - 1);
-            __m512i xv[N];
+            const __m512i wv = _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(w) + c);
 #pragma GCC unroll 8
-            for (int t = 0; t < N; t++)
-                xv[t] = _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(x + t * row_bytes) + c);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                const __m512i wv = _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(w + r * row_bytes) + c);
-#pragma GCC unroll 8
-                for (int t = 0; t < N; t++)
-                    acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)xv[t], (__m512bh)wv);
+            for (int t = 0; t < N; t++) {
+                const __m512i xv = _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(x + t * row_bytes) + c);
+                acc[t][j] = _mm512_dpbf16_ps(acc[t][j], (__m512bh)xv, (__m512bh)wv);
             }
         } else {
-            const __mmask16 mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
-            __m512 xv[N];
+            const __m512 wv = load16<T>(w, c, mask);
 #pragma GCC unroll 8
-            for (int t = 0; t < N; t++) xv[t] = load16<T>(x + t * row_bytes, c, mask);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                const __m512 wv = load16<T>(w + r * row_bytes, c, mask);
-#pragma GCC unroll 8
-                for (int t = 0; t < N; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-            }
+            for (int t = 0; t < N; t++) acc[t][j] = _mm512_fmadd_ps(wv, load16<T>(x + t * row_bytes, c, mask), acc[t][j]);
         }
+    };
+    using Mask = std::conditional_t<T == Type::BF16, __mmask32, __mmask16>;
+    int64_t c = 0;
+    for (; c + S * step <= K; c += S * step) {
+        prefetch_lines(w + row_bytes + c * elem_bytes<T>(), S * step * elem_bytes<T>() / 64);  // the next row
+#pragma GCC unroll 8
+        for (int j = 0; j < S; j++) at(c + j * step, j, static_cast<Mask>(~Mask(0)));
+    }
+    for (; c < K; c += step) {
+        const int64_t left = K - c;
+        at(c, 0, left >= step ? static_cast<Mask>(~Mask(0)) : static_cast<Mask>((Mask(1) << left) - 1));
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < N; t++) {
+        __m512 sum = acc[t][0];
 #pragma GCC unroll 8
-        for (int t = 0; t < N; t++) m.y[(t0 + t) * m.y_stride + r0 + r] = _mm512_reduce_add_ps(acc[r][t]);
-}
-
-template <Type T, int N>
-void gemv_rows(const Matmul& m, int64_t t0, int64_t r0, int64_t r1) {
-    constexpr int R = N == 1 ? 4 : 2;
-    int64_t r = r0;
-    for (; r + R <= r1; r += R) gemv_tile<T, R, N>(m, t0, r);
-    for (; r < r1; r++) gemv_tile<T, 1, N>(m, t0, r);
+        for (int j = 1; j < S; j++) sum = _mm512_add_ps(sum, acc[t][j]);
+        m.y[(t0 + t) * m.y_stride + r] = _mm512_reduce_add_ps(sum);
+    }
 }
 
 template <Type T>
 void gemv(const Matmul& m, int64_t r0, int64_t r1) {
-    for (int64_t t = 0; t < m.n_tokens; t += 4) switch (m.n_tokens - t) {
-            case 1: gemv_rows<T, 1>(m, t, r0, r1); break;
-            case 2: gemv_rows<T, 2>(m, t, r0, r1); break;
-            case 3: gemv_rows<T, 3>(m, t, r0, r1); break;
-            default: gemv_rows<T, 4>(m, t, r0, r1); break;
-        }
+    for (int64_t t = 0; t < m.n_tokens; t += 4)
+        for (int64_t r = r0; r < r1; r++) switch (m.n_tokens - t) {
+                case 1: gemv_row<T, 1>(m, t, r); break;
+                case 2: gemv_row<T, 2>(m, t, r); break;
+                case 3: gemv_row<T, 3>(m, t, r); break;
+                default: gemv_row<T, 4>(m, t, r); break;
+            }
 }
 
 // ---- many tokens -------------------------------------------------------------------------------
