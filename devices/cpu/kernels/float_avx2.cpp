@@ -1,5 +1,5 @@
 // AVX2 products of F32, F16 and BF16 weights with activations of the same type: converted to f32 and
-// multiplied with FMA, lanes along the row, several rows and up to 4 tokens per pass over the weights
+// multiplied with FMA, lanes along the row, a row at a time and up to 4 tokens per pass over the weights
 // (decode), or a slice of 4 rows converted once and 3 tokens per pass (prefill, below).
 #include "devices/cpu/kernels/avx2_impl.h"
 
@@ -34,9 +34,8 @@ float load1(const uint8_t* row, int64_t c) {
 }
 
 // R rows × N tokens over n_cols columns: w and x rows of type T `w_stride` and `x_stride` bytes apart;
-// y[t · y_stride + r] gets the sums (`add`: added to it). kPrefetch: the next R rows are read from
-// memory meanwhile (decode streams the weights; prefill's tiles are in cache).
-template <Type T, int R, int N, bool kPrefetch>
+// y[t · y_stride + r] gets the sums (`add`: added to it).
+template <Type T, int R, int N>
 void tile(const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride,
           bool add) {
     const int64_t K8 = n_cols / 8 * 8;
@@ -51,7 +50,6 @@ void tile(const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride
         for (int t = 0; t < N; t++) xv[t] = load8<T>(x + t * x_stride, c);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            if (kPrefetch && c % 32 == 0) prefetch_lines(w + (R + r) * w_stride + c * elem_bytes<T>(), 1);
             const __m256 wv = load8<T>(w + r * w_stride, c);
 #pragma GCC unroll 8
             for (int t = 0; t < N; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
@@ -67,29 +65,55 @@ void tile(const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride
         }
 }
 
-template <Type T, int R, int N>
-void gemv_tile(const Matmul& m, int64_t t0, int64_t r0) {
-    const int64_t row_bytes = m.n_cols * elem_bytes<T>();
-    tile<T, R, N, true>(static_cast<const uint8_t*>(m.w) + r0 * row_bytes, row_bytes, static_cast<const uint8_t*>(m.x) + t0 * row_bytes,
-                        row_bytes, m.n_cols, m.y + t0 * m.y_stride + r0, m.y_stride, false);
-}
-
+// Row r × N tokens: a row at a time, S chains along it, the row's loads shared by the tokens. Four rows
+// side by side ran slower from memory on the AMD EPYC Zen 4 (1B F16 decode matmuls, 1 thread, `--isa
+// avx2`: 9.9-10.4 tok/s vs 12.7-14.1), as with AVX-512 (float_avx512.cpp).
 template <Type T, int N>
-void gemv_rows(const Matmul& m, int64_t t0, int64_t r0, int64_t r1) {
-    constexpr int R = N == 1 ? 4 : N == 2 ? 2 : 1;
-    int64_t r = r0;
-    for (; r + R <= r1; r += R) gemv_tile<T, R, N>(m, t0, r);
-    for (; r < r1; r++) gemv_tile<T, 1, N>(m, t0, r);
+void gemv_row(const Matmul& m, int64_t t0, int64_t r) {
+    constexpr int S = 4;
+    const int64_t K = m.n_cols, K8 = K / 8 * 8, row_bytes = K * elem_bytes<T>();
+    const auto w = static_cast<const uint8_t*>(m.w) + r * row_bytes;
+    const auto x = static_cast<const uint8_t*>(m.x) + t0 * row_bytes;
+    __m256 acc[N][S];
+#pragma GCC unroll 8
+    for (int t = 0; t < N; t++)
+#pragma GCC unroll 8
+        for (int j = 0; j < S; j++) acc[t][j] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 * S <= K; c += 8 * S) {
+        prefetch_lines(w + row_bytes + c * elem_bytes<T>(), 8 * S * elem_bytes<T>() / 64);
+#pragma GCC unroll 8
+        for (int j = 0; j < S; j++) {
+            const __m256 wv = load8<T>(w, c + 8 * j);
+#pragma GCC unroll 8
+            for (int t = 0; t < N; t++) acc[t][j] = _mm256_fmadd_ps(wv, load8<T>(x + t * row_bytes, c + 8 * j), acc[t][j]);
+        }
+    }
+    for (; c < K8; c += 8) {
+        const __m256 wv = load8<T>(w, c);
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++) acc[t][0] = _mm256_fmadd_ps(wv, load8<T>(x + t * row_bytes, c), acc[t][0]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < N; t++) {
+        __m256 v = acc[t][0];
+#pragma GCC unroll 8
+        for (int j = 1; j < S; j++) v = _mm256_add_ps(v, acc[t][j]);
+        float sum = hsum(v);
+        for (int64_t k = K8; k < K; k++) sum += load1<T>(w, k) * load1<T>(x + t * row_bytes, k);
+        m.y[(t0 + t) * m.y_stride + r] = sum;
+    }
 }
 
 template <Type T>
 void gemv(const Matmul& m, int64_t r0, int64_t r1) {
-    for (int64_t t = 0; t < m.n_tokens; t += 4) switch (m.n_tokens - t) {
-            case 1: gemv_rows<T, 1>(m, t, r0, r1); break;
-            case 2: gemv_rows<T, 2>(m, t, r0, r1); break;
-            case 3: gemv_rows<T, 3>(m, t, r0, r1); break;
-            default: gemv_rows<T, 4>(m, t, r0, r1); break;
-        }
+    for (int64_t t = 0; t < m.n_tokens; t += 4)
+        for (int64_t r = r0; r < r1; r++) switch (m.n_tokens - t) {
+                case 1: gemv_row<T, 1>(m, t, r); break;
+                case 2: gemv_row<T, 2>(m, t, r); break;
+                case 3: gemv_row<T, 3>(m, t, r); break;
+                default: gemv_row<T, 4>(m, t, r); break;
+            }
 }
 
 // ---- prefill ---------------------------------------------------------------------------------------
@@ -105,8 +129,8 @@ template <int R>
 void gemm_rows(const float* w, const float* x, int64_t K, int64_t n_tokens, int64_t len, float* y, int64_t y_stride, bool first) {
     int64_t t = 0;
     auto run = [&]<int N>() {
-        tile<Type::F32, R, N, false>(reinterpret_cast<const uint8_t*>(w), 4 * kSlice, reinterpret_cast<const uint8_t*>(x + t * K), 4 * K, len,
-                                     y + t * y_stride, y_stride, !first);
+        tile<Type::F32, R, N>(reinterpret_cast<const uint8_t*>(w), 4 * kSlice, reinterpret_cast<const uint8_t*>(x + t * K), 4 * K, len,
+                              y + t * y_stride, y_stride, !first);
     };
     for (; t + kTileTokens <= n_tokens; t += kTileTokens) run.template operator()<kTileTokens>();
     for (; t < n_tokens; t++) run.template operator()<1>();
