@@ -107,13 +107,9 @@ void gemv_row(const Matmul& m, int64_t t0, int64_t r) {
 
 template <Type T>
 void gemv(const Matmul& m, int64_t r0, int64_t r1) {
-    for (int64_t t = 0; t < m.n_tokens; t += 4)
-        for (int64_t r = r0; r < r1; r++) switch (m.n_tokens - t) {
-                case 1: gemv_row<T, 1>(m, t, r); break;
-                case 2: gemv_row<T, 2>(m, t, r); break;
-                case 3: gemv_row<T, 3>(m, t, r); break;
-                default: gemv_row<T, 4>(m, t, r); break;
-            }
+    by_4_tokens(m.n_tokens, [&](auto n, int64_t t) {
+        for (int64_t r = r0; r < r1; r++) gemv_row<T, decltype(n)::value>(m, t, r);
+    });
 }
 
 // ---- prefill ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace cpu_kernels {
 
@@ -28,6 +29,18 @@ static inline void prefetch_lines(const uint8_t* p, int n_lines) {
         for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T1);
     else
         for (int l = 0; l < n_lines; l++) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
+}
+
+// f(std::integral_constant<int, N>(), t) for tokens [0, n) in groups of up to 4 (t the group's first, N
+// its size): the few-token kernels' register tiles. Static, like prefetch_lines: one copy per variant.
+template <class F>
+static inline void by_4_tokens(int64_t n, F&& f) {
+    for (int64_t t = 0; t < n; t += 4) switch (n - t) {
+            case 1: f(std::integral_constant<int, 1>(), t); break;
+            case 2: f(std::integral_constant<int, 2>(), t); break;
+            case 3: f(std::integral_constant<int, 3>(), t); break;
+            default: f(std::integral_constant<int, 4>(), t); break;
+        }
 }
 
 // Bytes of a row of n elements of type t (a valid size: checked by the caller).
