@@ -142,6 +142,16 @@ TEST_CASE("attention decode over an F16 cache with 128-wide heads") {
     on_every_variant({1, 300, 32, 8, 128, 128, 0, Type::F16}, 2);
 }
 
+TEST_CASE("attention decode: groups of 1, 3 and 8 query heads, 32- to 128-wide heads, every cache type") {
+    for (Type t : {Type::F32, Type::F16, Type::Q8_0, Type::Q4_0}) {
+        INFO(gguf::type_traits(t).name);
+        on_every_variant({1, 70, 4, 4, 64, 64, 0, t}, 31);                // one head per KV head; two blocks of 32 keys and 7
+        on_every_variant({1, 45, 6, 2, 32, 32, 0, t, true}, 32);          // groups of 3 (a pair, then one), sinks
+        on_every_variant({1, 100, 16, 2, 128, 128, 40, t, true}, 33);     // groups of 8 in pairs, a window, sinks
+        on_every_variant({2, 33, 6, 2, 32, 32, 0, t, false, true}, 34);   // the second token from head 1 on
+    }
+}
+
 TEST_CASE("attention causal prefill from position 0 and from the middle of the cache") {
     on_every_variant({5, 0, 8, 2, 64, 64}, 3);
     on_every_variant({17, 23, 4, 1, 32, 32, 0, Type::F16}, 4);

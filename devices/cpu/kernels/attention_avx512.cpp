@@ -1,7 +1,10 @@
-// AVX-512 attention over a KV cache with an online softmax, 16 keys at a time: the query heads that
-// share a KV head (grouped-query) are processed together so each key and value row is read from
-// memory once (F16, Q8_0 and Q4_0 rows converted to f32 once per block of keys, into a small tile);
-// dot products run along the head dimension and 16 of them are reduced at once.
+// AVX-512 attention over a KV cache with an online softmax. The query heads that share a KV head
+// (grouped-query) are processed together so each key and value row is read from memory once:
+// - decode with 32/64/128-wide heads (attend_decode): blocks of 32 keys, rows converted straight into
+//   registers for up to 4 heads at once, one horizontal-sum tree over (key, head) dot products;
+// - prefill of whole tokens (attend_tile): tiles of query tokens over blocks of 64 keys converted and
+//   transposed once into a small f32 tile;
+// - any other dims (attend): 16 keys at a time through an f32 tile, 16 dot products reduced at once.
 #include "devices/cpu/kernels/avx512_impl.h"
 
 #include <cmath>
@@ -164,46 +167,33 @@ void finish_head(const Attention& a, int64_t t, int64_t h, const HeadState& st, 
         _mm512_mask_storeu_ps(out + 16 * c, tail_mask(a.head_dim_v - 16 * c), _mm512_mul_ps(_mm512_load_ps(st.acc + 16 * c), _mm512_set1_ps(scale)));
 }
 
-// One block of nb ≤ 16 keys for one query head: logits, softmax update, value accumulation. kKC / kVC:
-// head dims in 16-float chunks when known at compile time (unrolled, q and the accumulator in
-// registers), else 0: any dims, runtime loops with masks for the last chunk.
-template <int kKC, int kVC>
-void attend_block(const Attention& a, const float* q, const float* k, int64_t k_stride, const float* v,
-                  int64_t v_stride, int nb, int64_t kc, int64_t vc, HeadState& h) {
+// One block of nb ≤ 16 keys for one query head, any head dims (runtime loops with masks for the last
+// chunk): logits, softmax update, value accumulation.
+void attend_block(const Attention& a, const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                  int nb, int64_t kc, int64_t vc, HeadState& h) {
     __m512 dots[16];
-    if constexpr (kKC != 0) {
-        __m512 qv[kKC];
-        unrolled<kKC>([&](int c) { qv[c] = _mm512_loadu_ps(q + 16 * c); });
-        unrolled<16>([&](int j) {
-            const float* row = k + (j < nb ? j : 0) * k_stride;  // past nb: a valid row, masked below
-            __m512 s = _mm512_mul_ps(qv[0], _mm512_loadu_ps(row));
-            unrolled<kKC - 1>([&](int c) { s = _mm512_fmadd_ps(qv[c + 1], _mm512_loadu_ps(row + 16 * (c + 1)), s); });
-            dots[j] = s;
-        });
-    } else {
-        for (int j = 0; j < 16; j++) {
-            const float* row = k + (j < nb ? j : 0) * k_stride;
-            __m512 s = _mm512_setzero_ps();
-            for (int64_t c = 0; c < kc; c++) {
-                const __mmask16 mask = tail_mask(a.head_dim_k - 16 * c);
-                s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, q + 16 * c), _mm512_maskz_loadu_ps(mask, row + 16 * c), s);
-            }
-            dots[j] = s;
+    for (int j = 0; j < 16; j++) {
+        const float* row = k + (j < nb ? j : 0) * k_stride;  // past nb: a valid row, masked below
+        __m512 s = _mm512_setzero_ps();
+        for (int64_t c = 0; c < kc; c++) {
+            const __mmask16 mask = tail_mask(a.head_dim_k - 16 * c);
+            s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, q + 16 * c), _mm512_maskz_loadu_ps(mask, row + 16 * c), s);
         }
+        dots[j] = s;
     }
     const __mmask16 valid = tail_mask(nb);
     const __m512 scaled = _mm512_mul_ps(sum16(dots), _mm512_set1_ps(a.scale));
-    softmax_accumulate<kVC>(a, &scaled, &valid, 1, v, v_stride, nb, vc, h);
+    softmax_accumulate<0>(a, &scaled, &valid, 1, v, v_stride, nb, vc, h);
 }
 
-// Query token t, heads [h_begin, h_end), 16 keys at a time. For each block of keys the KV heads are
+// Query token t, heads [h_begin, h_end), any head dims (MLA's differ and are not multiples of 16), 16
+// keys at a time. For each block of keys the KV heads are
 // taken in turn: the block's K and V rows of one KV head are converted once and used by the query
 // heads that share it, and consecutive KV heads' rows are neighbours in a position-major cache, so
 // memory is read in order. mem: scratch for 16 K rows, 16 V rows and one accumulator per head.
-template <int kKC, int kVC>
 void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float* mem) {
     const int64_t Dk = a.head_dim_k, Dv = a.head_dim_v, group = a.n_head / a.n_head_kv;
-    const int64_t kc = kKC ? kKC : (Dk + 15) / 16, vc = kVC ? kVC : (Dv + 15) / 16;
+    const int64_t kc = (Dk + 15) / 16, vc = (Dv + 15) / 16;
     // The regions are kScratchSkew floats apart beyond their size: rows of K, V and the accumulators
     // at equal offsets modulo 4 KiB would make loads wait on unrelated stores (4K aliasing).
     float* kbuf = mem;
@@ -240,10 +230,196 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
             const float* v = cache_rows(a, V, hk, row0, n, Dv, vc, vbuf, v_stride);
             const int64_t h0 = hk * group > h_begin ? hk * group : h_begin, h1 = (hk + 1) * group < h_end ? (hk + 1) * group : h_end;
             for (int64_t h = h0; h < h1; h++)
-                attend_block<kKC, kVC>(a, q + h * a.q_head_stride, k, k_stride, v, v_stride, n, kc, vc, heads[h - h_begin]);
+                attend_block(a, q + h * a.q_head_stride, k, k_stride, v, v_stride, n, kc, vc, heads[h - h_begin]);
         }
     }
     for (int64_t h = h_begin; h < h_end; h++) finish_head(a, t, h, heads[h - h_begin], vc);
+}
+
+// ---- decode: one query token, head dims a multiple of 16 known at compile time -----------------------
+//
+// The G query heads that share a KV head (up to 4, 2 for 128-wide heads: their queries and accumulators
+// stay in registers) take each block of keys together: every key and value row is read and converted
+// once for all of them, straight into registers. A block's logits are laid out key-major, lane
+// λ = key·G + head, so one horizontal-sum tree serves every head (sum16 on 16 (key, head) dot products
+// at a time), and the softmax runs on whole vectors with per-head maxima and sums spread over the lanes
+// of each head (λ ≡ head mod G).
+
+constexpr int kDecodeKeys = 32;  // keys per softmax update
+
+// Chunk c (16 values) of a cached row as f32, as ggml dequantizes it (see decode_block).
+template <Type T>
+[[gnu::always_inline]] inline __m512 row_chunk(const uint8_t* row, int c) {
+    if constexpr (T == Type::F32) {
+        return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
+    } else if constexpr (T == Type::F16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row) + c));
+    } else if constexpr (T == Type::Q8_0) {
+        const auto& b = reinterpret_cast<const gguf::block_q8_0*>(row)[c / 2];
+        const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * (c % 2))));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(half_to_float(b.d)));
+    } else {
+        static_assert(T == Type::Q4_0);
+        const auto& b = reinterpret_cast<const gguf::block_q4_0*>(row)[c / 2];
+        const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
+        const __m512i q = c % 2 ? _mm512_srli_epi32(u, 4) : _mm512_and_si512(u, _mm512_set1_epi32(15));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))), _mm512_set1_ps(half_to_float(b.d)));
+    }
+}
+
+// Every lane gets op over the lanes of its head (lanes λ ≡ λ' mod G).
+template <int G, class Op>
+[[gnu::always_inline]] inline __m512 over_head_lanes(__m512 x, Op op) {
+    x = op(x, _mm512_shuffle_f32x4(x, x, 0x4e));
+    x = op(x, _mm512_shuffle_f32x4(x, x, 0xb1));
+    if constexpr (G <= 2) x = op(x, _mm512_permute_ps(x, 0x4e));
+    if constexpr (G == 1) x = op(x, _mm512_permute_ps(x, 0xb1));
+    return x;
+}
+
+// Lanes 0 .. G-1 of `at` (one value per head) spread over the lanes of each head.
+template <int G>
+[[gnu::always_inline]] inline __m512 load_heads(const float* at) {
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i idx = _mm512_and_si512(lane, _mm512_set1_epi32(G - 1));
+    return _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << G) - 1), at));
+}
+
+// One block of nb ≤ kDecodeKeys keys (rows krows/vrows; entries past nb repeat a valid row) for the
+// G query heads at q, q + q_head_stride, ...: logits, softmax update of (max, sum) — per head, lanes
+// 0 .. G-1 — and the weighted value rows into acc (G rows of 16·kC floats).
+template <int kC, int G, Type T>
+[[gnu::flatten]] void decode_block_heads(const Attention& a, const float* q, const uint8_t* const* krows, const uint8_t* const* vrows, int nb,
+                        float* max, float* sum, float* acc) {
+    constexpr int kLanes = kDecodeKeys * G;
+    const int n_vec = (nb * G + 15) / 16;  // logit vectors holding the block's keys
+    alignas(64) float p[kLanes];
+    {
+        __m512 qv[G][kC];
+        unrolled<G>([&](int g) { unrolled<kC>([&](int c) { qv[g][c] = _mm512_loadu_ps(q + g * a.q_head_stride + 16 * c); }); });
+        for (int r = 0; r < n_vec; r++) {
+            __m512 b[4];
+            unrolled<4>([&](int u) {  // (key, head) dot products 16r + 4u .. 16r + 4u + 3
+                __m512 d[4];
+                unrolled<4 / G>([&](int kk) {
+                    const uint8_t* row = krows[(16 * r + 4 * u) / G + kk];
+                    __m512 k[kC];
+                    unrolled<kC>([&](int c) { k[c] = row_chunk<T>(row, c); });
+                    unrolled<G>([&](int g) {
+                        __m512 s = _mm512_mul_ps(qv[g][0], k[0]);
+                        unrolled<kC - 1>([&](int c) { s = _mm512_fmadd_ps(qv[g][c + 1], k[c + 1], s); });
+                        d[kk * G + g] = s;
+                    });
+                });
+                // the first two levels of sum16: per 128-bit lane, the lane's sums of d[0..3]
+                const __m512 a0 = _mm512_add_ps(_mm512_unpacklo_ps(d[0], d[1]), _mm512_unpackhi_ps(d[0], d[1]));
+                const __m512 a1 = _mm512_add_ps(_mm512_unpacklo_ps(d[2], d[3]), _mm512_unpackhi_ps(d[2], d[3]));
+                const __m512d x = _mm512_castps_pd(a0), y = _mm512_castps_pd(a1);
+                b[u] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+            });
+            const __m512 c0 = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], 0x88), _mm512_shuffle_f32x4(b[0], b[1], 0xdd));
+            const __m512 c1 = _mm512_add_ps(_mm512_shuffle_f32x4(b[2], b[3], 0x88), _mm512_shuffle_f32x4(b[2], b[3], 0xdd));
+            const __m512 logits = _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, 0x88), _mm512_shuffle_f32x4(c0, c1, 0xdd));
+            _mm512_store_ps(p + 16 * r, _mm512_mul_ps(logits, _mm512_set1_ps(a.scale)));
+        }
+    }
+    const auto max_op = [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); };
+    __m512 top = _mm512_set1_ps(-INFINITY);
+    for (int r = 0; r < n_vec; r++) top = _mm512_mask_max_ps(top, tail_mask(nb * G - 16 * r), top, _mm512_load_ps(p + 16 * r));
+    const __m512 old_max = load_heads<G>(max), new_max = _mm512_max_ps(old_max, over_head_lanes<G>(top, max_op));
+    const __m512 correction = exp_ps(_mm512_sub_ps(old_max, new_max));  // 0 on the first block (max = −∞)
+    for (int r = 0; r < n_vec; r++)
+        _mm512_store_ps(p + 16 * r, _mm512_maskz_mov_ps(tail_mask(nb * G - 16 * r), exp_ps(_mm512_sub_ps(_mm512_load_ps(p + 16 * r), new_max))));
+    const __mmask16 heads = static_cast<__mmask16>((1u << G) - 1);
+    _mm512_mask_storeu_ps(max, heads, new_max);
+    alignas(64) float corr[16];
+    _mm512_store_ps(corr, correction);
+    // Each head's sum adds its weights key by key, and its accumulator its weighted rows, so a head's
+    // result does not depend on which heads share its pass (paged and contiguous runs agree bit for bit).
+    __m512 total = _mm512_mul_ps(_mm512_maskz_loadu_ps(heads, sum), correction);  // lane g: head g
+    __m512 accv[G][kC];
+    unrolled<G>([&](int g) { unrolled<kC>([&](int c) { accv[g][c] = _mm512_mul_ps(_mm512_load_ps(acc + (g * kC + c) * 16), _mm512_set1_ps(corr[g])); }); });
+    for (int j = 0; j < nb; j++) {
+        __m512 v[kC];
+        unrolled<kC>([&](int c) { v[c] = row_chunk<T>(vrows[j], c); });
+        total = _mm512_add_ps(total, _mm512_maskz_loadu_ps(heads, p + j * G));
+        unrolled<G>([&](int g) {
+            const __m512 pj = _mm512_set1_ps(p[j * G + g]);
+            unrolled<kC>([&](int c) { accv[g][c] = _mm512_fmadd_ps(pj, v[c], accv[g][c]); });
+        });
+    }
+    _mm512_mask_storeu_ps(sum, heads, total);
+    unrolled<G>([&](int g) { unrolled<kC>([&](int c) { _mm512_store_ps(acc + (g * kC + c) * 16, accv[g][c]); }); });
+}
+
+// Query token t, heads [h_begin, h_end), with head dims 16·kC and a cache of type T: blocks of keys in
+// order, and within a block the KV heads in turn, so a position-major cache is read front to back.
+// mem: scratch for one accumulator, max and sum per head.
+template <int kC, Type T>
+void attend_decode(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float* mem) {
+    constexpr int kMaxGroup = kC <= 4 ? 4 : 2;  // queries and accumulators of a pass in registers
+    const int64_t group = a.n_head / a.n_head_kv, n = h_end - h_begin;
+    float* accs = mem;
+    float* maxes = accs + n * 16 * kC;
+    float* sums = maxes + n + 16;  // loads of up to 16 lanes from the last head's entry stay inside
+    for (int64_t i = 0; i < n; i++) maxes[i] = -INFINITY, sums[i] = 0.0f;
+    for (int64_t i = 0; i < n * 16 * kC; i++) accs[i] = 0.0f;
+    const int64_t pos = query_pos(a, t);
+    const int64_t first = a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : 0) : 0;
+    const int64_t hk_begin = h_begin / group, hk_end = (h_end - 1) / group + 1;
+    const KvView K = key_view(a), V = value_view(a);
+    const float* q = a.q + t * a.q_token_stride;
+    int64_t rows[2 * kDecodeKeys];  // this block's cache rows, then the next block's
+    const uint8_t* krows[kDecodeKeys];
+    const uint8_t* vrows[kDecodeKeys];
+    for (int64_t j0 = first; j0 <= pos; j0 += kDecodeKeys) {
+        const int nb = static_cast<int>(pos + 1 - j0 < kDecodeKeys ? pos + 1 - j0 : kDecodeKeys);
+        const int next = static_cast<int>(pos + 1 - j0 - nb < kDecodeKeys ? pos + 1 - j0 - nb : kDecodeKeys);
+        for (int j = 0; j < nb + next; j++) rows[j] = key_row(a, t, j0 + j);
+        for (int64_t hk = hk_begin; hk < hk_end; hk++) {
+            // fetch this KV head's rows of the next block now (the hardware prefetcher does not follow
+            // strided rows)
+            for (int j = nb; j < nb + next; j++) {
+                const char* kr = reinterpret_cast<const char*>(K.at(rows[j], hk));
+                const char* vr = reinterpret_cast<const char*>(V.at(rows[j], hk));
+                for (int64_t b = 0; b < K.row_bytes; b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
+                for (int64_t b = 0; b < V.row_bytes; b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
+            }
+            for (int j = 0; j < kDecodeKeys; j++) {
+                const int64_t row = rows[j < nb ? j : nb - 1];
+                krows[j] = K.at(row, hk), vrows[j] = V.at(row, hk);
+            }
+            const int64_t h0 = hk * group > h_begin ? hk * group : h_begin, h1 = (hk + 1) * group < h_end ? (hk + 1) * group : h_end;
+            for (int64_t h = h0; h < h1;) {
+                const int64_t i = h - h_begin;
+                const float* qh = q + h * a.q_head_stride;
+                if (h1 - h >= kMaxGroup) {
+                    decode_block_heads<kC, kMaxGroup, T>(a, qh, krows, vrows, nb, maxes + i, sums + i, accs + i * 16 * kC);
+                    h += kMaxGroup;
+                } else if (h1 - h >= 2) {
+                    decode_block_heads<kC, 2, T>(a, qh, krows, vrows, nb, maxes + i, sums + i, accs + i * 16 * kC);
+                    h += 2;
+                } else {
+                    decode_block_heads<kC, 1, T>(a, qh, krows, vrows, nb, maxes + i, sums + i, accs + i * 16 * kC);
+                    h += 1;
+                }
+            }
+        }
+    }
+    for (int64_t h = h_begin; h < h_end; h++) {
+        const int64_t i = h - h_begin;
+        finish_head(a, t, h, HeadState{maxes[i], sums[i], accs + i * 16 * kC}, kC);
+    }
+}
+
+template <int kC>
+void attend_decode(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float* mem) {
+    switch (a.kv_type) {
+        case Type::F32: return attend_decode<kC, Type::F32>(a, t, h_begin, h_end, mem);
+        case Type::F16: return attend_decode<kC, Type::F16>(a, t, h_begin, h_end, mem);
+        case Type::Q8_0: return attend_decode<kC, Type::Q8_0>(a, t, h_begin, h_end, mem);
+        default: return attend_decode<kC, Type::Q4_0>(a, t, h_begin, h_end, mem);
+    }
 }
 
 // Query tokens t0 .. t0+nt-1 with all their heads, for causal prefill. Per KV head and block of 64 keys,
@@ -318,7 +494,9 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const size_t per_token = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + a.n_head * 16 * vc + 2 * kScratchSkew) + sizeof(HeadState) * a.n_head;
     const size_t per_tile = sizeof(float) * (2 * kKeyBlock * 16 * kc + kKeyBlock * 16 * vc + kQueryTile * group * 16 * vc + 3 * kScratchSkew) +
                             sizeof(HeadState) * kQueryTile * group;
-    auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, per_token > per_tile ? per_token : per_tile));
+    const size_t per_decode = sizeof(float) * (a.n_head * 16 * vc + 2 * a.n_head + 16);  // attend_decode
+    const size_t need = per_token > per_tile ? per_token : per_tile;
+    auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, need > per_decode ? need : per_decode));
     // whole tokens (all heads) of a contiguous-cache prefill with square 32/64/128 heads go by tiles of query tokens
     const bool tiles = !a.block_table && a.n_tokens > 1 && a.head_dim_k == a.head_dim_v && (a.head_dim_k == 32 || a.head_dim_k == 64 || a.head_dim_k == 128);
     const int64_t fit = kTileAccBytes / int64_t(sizeof(float) * group * a.head_dim_v), tile = fit < 8 ? 8 : fit < kQueryTile ? fit : kQueryTile;
@@ -341,11 +519,13 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
             continue;
         }
         if (a.head_dim_k == 64 && a.head_dim_v == 64)
-            attend<4, 4>(a, t, h_begin, h_end, mem);
+            attend_decode<4>(a, t, h_begin, h_end, mem);
         else if (a.head_dim_k == 128 && a.head_dim_v == 128)
-            attend<8, 8>(a, t, h_begin, h_end, mem);
+            attend_decode<8>(a, t, h_begin, h_end, mem);
+        else if (a.head_dim_k == 32 && a.head_dim_v == 32)
+            attend_decode<2>(a, t, h_begin, h_end, mem);
         else
-            attend<0, 0>(a, t, h_begin, h_end, mem);
+            attend(a, t, h_begin, h_end, mem);
         pair += h_end - h_begin;
     }
 }
