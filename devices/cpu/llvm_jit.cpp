@@ -20,7 +20,10 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/Config/llvm-config.h>
 
+#include <sys/mman.h>
+
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -100,6 +103,26 @@ std::vector<char> emit_object(llvm::Module& mod, llvm::TargetMachine& tm, const 
     return std::vector<char>(buf.begin(), buf.end());
 }
 
+// Gives back libLLVM's code pages mapped in this process. Its static constructors alone touch ~40 MiB
+// of its text at start-up, and loading a kernel from the cache needs little of it (1B Q8_0 bench: peak
+// RSS 1205 → 1168 MB; llama.cpp's 1128). They are clean pages of the library file: the next compile
+// faults back in from the page cache what it uses.
+void release_llvm_code() {
+    std::FILE* maps = std::fopen("/proc/self/maps", "r");
+    if (!maps) return;
+    char line[1024];
+    while (std::fgets(line, sizeof line, maps)) {
+        unsigned long begin, end;
+        char perms[8];
+        int path = 0;
+        if (std::sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &begin, &end, perms, &path) != 3 || path == 0) continue;
+        const char* slash = std::strrchr(line + path, '/');
+        if (perms[1] == '-' && perms[2] == 'x' && slash && std::strncmp(slash + 1, "libLLVM", 7) == 0)
+            madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    }
+    std::fclose(maps);
+}
+
 }  // namespace
 
 struct LlvmJit::Impl {
@@ -128,6 +151,7 @@ LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
         impl_->jit->getDataLayout().getGlobalPrefix());
     if (!gen) throw Error("[devices] CPU: " + to_string(gen.takeError()));
     impl_->jit->getMainJITDylib().addGenerator(std::move(*gen));
+    release_llvm_code();
 }
 
 LlvmJit::~LlvmJit() = default;
@@ -154,6 +178,7 @@ void* LlvmJit::compile(const std::string& ir, const std::string& entry) {
     if (!sym) throw Error("[devices] CPU: kernel '" + entry + "' not found: " + to_string(sym.takeError()));
     void* fn = sym->toPtr<void*>();
     impl_->compiled[entry] = fn;
+    release_llvm_code();
     return fn;
 }
 

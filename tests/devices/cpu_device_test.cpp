@@ -66,6 +66,38 @@ TEST_CASE("CPU device runs a JIT-compiled kernel across the pool") {
     dev.free(my), dev.free(ma), dev.free(mb);
 }
 
+// Resident bytes of libLLVM's code in this process (and whether it is mapped at all).
+static size_t llvm_code_resident(bool& mapped) {
+    std::FILE* f = std::fopen("/proc/self/smaps", "r");
+    REQUIRE(f);
+    char line[1024];
+    bool in_llvm_code = false;
+    size_t total = 0;
+    mapped = false;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long begin, end;
+        char perms[8];
+        if (std::sscanf(line, "%lx-%lx %7s", &begin, &end, perms) == 3) {
+            in_llvm_code = perms[2] == 'x' && std::strstr(line, "/libLLVM") != nullptr;
+            mapped = mapped || in_llvm_code;
+        } else if (size_t kb = 0; in_llvm_code && std::sscanf(line, "Rss: %zu kB", &kb) == 1) {
+            total += kb << 10;
+        }
+    }
+    std::fclose(f);
+    return total;
+}
+
+TEST_CASE("CPU device gives back LLVM's code pages once a kernel is compiled") {
+    devices::Device& dev = devices::get("cpu");
+    dev.compile({"test_axpy_release", std::string(AXPY_IR).replace(std::string(AXPY_IR).find("@test_axpy"), 10, "@test_axpy_release")});
+    bool mapped = false;
+    const size_t resident = llvm_code_resident(mapped);
+    REQUIRE(mapped);  // Debian's LLVM is a shared library
+    INFO("libLLVM code resident: " << (resident >> 10) << " KiB");
+    CHECK(resident < (size_t(4) << 20));  // its static constructors alone had touched ~40 MiB
+}
+
 TEST_CASE("CPU device reports bad IR and out-of-range copies as errors") {
     devices::Device& dev = devices::get("CPU");
     REQUIRE_THROWS_WITH(dev.compile({"broken", "define void @broken( {"}),
