@@ -246,6 +246,10 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
 // of each head (λ ≡ head mod G).
 
 constexpr int kDecodeKeys = 32;  // keys per softmax update
+// Rows fetched this many blocks ahead, into L2 (AMD EPYC Zen 4, 1B Q4_K_M decode at depth 4096, three
+// alternating rounds: the next block into L1 25.6, 35.7, 29.3 tok/s; into L2 35.7, 37.8, 34.6; two blocks
+// ahead 37.6, 38.2, 33.8; three 39.8, 36.7, 39.4 — into L1 the burst of prefetches stalled on the fill buffers).
+constexpr int kPrefetchBlocks = 3;
 
 // Chunk c (16 values) of a cached row as f32, as ggml dequantizes it (see decode_block).
 template <Type T>
@@ -369,21 +373,21 @@ void attend_decode(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end
     const int64_t hk_begin = h_begin / group, hk_end = (h_end - 1) / group + 1;
     const KvView K = key_view(a), V = value_view(a);
     const float* q = a.q + t * a.q_token_stride;
-    int64_t rows[2 * kDecodeKeys];  // this block's cache rows, then the next block's
+    int64_t rows[kDecodeKeys];
     const uint8_t* krows[kDecodeKeys];
     const uint8_t* vrows[kDecodeKeys];
     for (int64_t j0 = first; j0 <= pos; j0 += kDecodeKeys) {
         const int nb = static_cast<int>(pos + 1 - j0 < kDecodeKeys ? pos + 1 - j0 : kDecodeKeys);
-        const int next = static_cast<int>(pos + 1 - j0 - nb < kDecodeKeys ? pos + 1 - j0 - nb : kDecodeKeys);
-        for (int j = 0; j < nb + next; j++) rows[j] = key_row(a, t, j0 + j);
+        for (int j = 0; j < nb; j++) rows[j] = key_row(a, t, j0 + j);
         for (int64_t hk = hk_begin; hk < hk_end; hk++) {
-            // fetch this KV head's rows of the next block now (the hardware prefetcher does not follow
-            // strided rows)
-            for (int j = nb; j < nb + next; j++) {
-                const char* kr = reinterpret_cast<const char*>(K.at(rows[j], hk));
-                const char* vr = reinterpret_cast<const char*>(V.at(rows[j], hk));
-                for (int64_t b = 0; b < K.row_bytes; b += 64) _mm_prefetch(kr + b, _MM_HINT_T0);
-                for (int64_t b = 0; b < V.row_bytes; b += 64) _mm_prefetch(vr + b, _MM_HINT_T0);
+            // fetch this KV head's rows kPrefetchBlocks blocks ahead into L2 (the hardware prefetcher
+            // does not follow strided rows)
+            for (int64_t p = j0 + kPrefetchBlocks * kDecodeKeys, e = p + kDecodeKeys < pos + 1 ? p + kDecodeKeys : pos + 1; p < e; p++) {
+                const int64_t row = key_row(a, t, p);
+                const char* kr = reinterpret_cast<const char*>(K.at(row, hk));
+                const char* vr = reinterpret_cast<const char*>(V.at(row, hk));
+                for (int64_t b = 0; b < K.row_bytes; b += 64) _mm_prefetch(kr + b, _MM_HINT_T1);
+                for (int64_t b = 0; b < V.row_bytes; b += 64) _mm_prefetch(vr + b, _MM_HINT_T1);
             }
             for (int j = 0; j < kDecodeKeys; j++) {
                 const int64_t row = rows[j < nb ? j : nb - 1];
