@@ -242,8 +242,8 @@ void attend(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end, float
 // stay in registers) take each block of keys together: every key and value row is read and converted
 // once for all of them, straight into registers. A block's logits are laid out key-major, lane
 // λ = key·G + head, so one horizontal-sum tree serves every head (sum16 on 16 (key, head) dot products
-// at a time), and the softmax runs on whole vectors with per-head maxima and sums spread over the lanes
-// of each head (λ ≡ head mod G).
+// at a time), and the softmax runs on whole vectors with per-head maxima spread over the lanes of each
+// head (λ ≡ head mod G).
 
 constexpr int kDecodeKeys = 32;  // keys per softmax update
 // Rows fetched this many blocks ahead, into L2 (AMD EPYC Zen 4, 1B Q4_K_M decode at depth 4096, three
@@ -365,7 +365,7 @@ void attend_decode(const Attention& a, int64_t t, int64_t h_begin, int64_t h_end
     const int64_t group = a.n_head / a.n_head_kv, n = h_end - h_begin;
     float* accs = mem;
     float* maxes = accs + n * 16 * kC;
-    float* sums = maxes + n + 16;  // loads of up to 16 lanes from the last head's entry stay inside
+    float* sums = maxes + n + 16;  // 16 spare floats after each array: a pass's vector loads stay inside
     for (int64_t i = 0; i < n; i++) maxes[i] = -INFINITY, sums[i] = 0.0f;
     for (int64_t i = 0; i < n * 16 * kC; i++) accs[i] = 0.0f;
     const int64_t pos = query_pos(a, t);
@@ -498,7 +498,7 @@ void attention(const Attention& a, int64_t pair_begin, int64_t pair_end) {
     const size_t per_token = sizeof(float) * (16 * 16 * kc + 16 * 16 * vc + a.n_head * 16 * vc + 2 * kScratchSkew) + sizeof(HeadState) * a.n_head;
     const size_t per_tile = sizeof(float) * (2 * kKeyBlock * 16 * kc + kKeyBlock * 16 * vc + kQueryTile * group * 16 * vc + 3 * kScratchSkew) +
                             sizeof(HeadState) * kQueryTile * group;
-    const size_t per_decode = sizeof(float) * (a.n_head * 16 * vc + 2 * a.n_head + 16);  // attend_decode
+    const size_t per_decode = sizeof(float) * (a.n_head * 16 * vc + 2 * a.n_head + 32);  // attend_decode
     const size_t need = per_token > per_tile ? per_token : per_tile;
     auto mem = static_cast<float*>(scratch(ScratchSlot::TILE, need > per_decode ? need : per_decode));
     // whole tokens (all heads) of a contiguous-cache prefill with square 32/64/128 heads go by tiles of query tokens
