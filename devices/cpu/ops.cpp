@@ -60,7 +60,7 @@ void linear_rows(const LinearCall& call, int64_t b, int64_t e) {
 void linear(Device& dev, const Linear& a) {
     static std::atomic<uint64_t> next_key{1};
     const LinearCall call{a, next_key.fetch_add(uint64_t(std::max<int64_t>(a.H, 1)))};
-    over<LinearCall, linear_rows>(dev, call, a.H * a.N, ::cpu_kernels::kMatmulRowAlign);
+    over<LinearCall, linear_rows>(dev, call, a.H * a.N, ::cpu_kernels::kMatmulRowGrain);
 }
 
 // The kernel's view of q, the caches and out, shared by both attention forms (the v strides and the
@@ -84,10 +84,12 @@ template <class A>
     return at;
 }
 
-// Items are (token, head) pairs.
+// Items are (token, head) pairs, shared between threads in whole groups of heads over one KV head
+// (decode reads a KV head's rows once for its group).
 void run_attention(Device& dev, const ::cpu_kernels::Attention& at) {
+    const int64_t group = at.n_head_kv > 0 && at.n_head % at.n_head_kv == 0 ? at.n_head / at.n_head_kv : 1;
     dev.run_host([](const void* p, int64_t b, int64_t e) { ::cpu_kernels::attention(*static_cast<const ::cpu_kernels::Attention*>(p), b, e); },
-                 &at, at.n_tokens * at.n_head, 1);
+                 &at, at.n_tokens * at.n_head, group);
 }
 
 void attention(Device& dev, const Attention& a) {

@@ -35,12 +35,12 @@ bool ThreadPool::claim_and_run(uint64_t job) {
     if (job_of(c) != job) return false;
     HostFn fn = fn_.load(std::memory_order_relaxed);
     const void* ctx = ctx_.load(std::memory_order_relaxed);
-    int64_t n = n_.load(std::memory_order_relaxed), chunk = chunk_.load(std::memory_order_relaxed);
     for (;;) {
         if (job_of(c) != job || next_of(c) >= count_of(c)) return false;
         if (claims_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) break;
     }
-    int64_t b = int64_t(next_of(c)) * chunk, e = std::min(n, b + chunk);
+    // the claim holds the job open (done_ counts it), so its bounds cannot be rewritten under us
+    const int64_t b = bounds_[next_of(c)], e = bounds_[next_of(c) + 1];
     if (b < e) fn(ctx, b, e);
     done_.fetch_add(1, std::memory_order_release);
     return true;
@@ -72,19 +72,24 @@ void ThreadPool::worker_loop() {
 void ThreadPool::run(HostFn fn, const void* ctx, int64_t n, int64_t grain) {
     if (n <= 0) return;
     grain = std::max<int64_t>(grain, 1);
-    int64_t max_chunks = (n + grain - 1) / grain;
-    if (workers_.empty() || max_chunks <= 1) {
+    if (workers_.empty() || n <= grain) {
         fn(ctx, 0, n);
         return;
     }
-    // Twice as many chunks as threads: whoever is running takes the work of whoever is not.
-    int64_t n_chunks = std::min<int64_t>(max_chunks, 2 * int64_t(size()));
-    int64_t chunk = (n + n_chunks - 1) / n_chunks;
-    n_chunks = (n + chunk - 1) / chunk;
+    // Chunks shrink towards the end (guided): each takes 1/(2·threads) of the work not yet in a chunk,
+    // whole grains, so the threads run out of work together rather than one finishing a big last chunk
+    // alone. Equal chunks (two per thread) left one thread waiting ~9% of a 1B decode (AMD EPYC Zen 4,
+    // 2 threads, perf samples in the pool's loops: 9.3% -> 3.5%).
+    int64_t n_chunks = 0;
+    bounds_[0] = 0;
+    while (bounds_[n_chunks] < n) {
+        const int64_t left = n - bounds_[n_chunks];
+        const int64_t share = std::max(grain, (left / (2 * int64_t(size())) + grain - 1) / grain * grain);
+        bounds_[n_chunks + 1] = n_chunks + 1 == MAX_CHUNKS ? n : std::min(n, bounds_[n_chunks] + share);
+        n_chunks++;
+    }
     fn_.store(fn, std::memory_order_relaxed);
     ctx_.store(ctx, std::memory_order_relaxed);
-    n_.store(n, std::memory_order_relaxed);
-    chunk_.store(chunk, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     uint64_t job = next_job_ = (next_job_ + 1) & ((uint64_t(1) << 24) - 1);
     if (job == 0) job = next_job_ = 1;  // 0 is "no job yet"

@@ -34,7 +34,8 @@ private:
     // chunk of a newer job, and a job cannot finish (freeing the fields) while a chunk is unclaimed.
     std::atomic<HostFn> fn_{nullptr};
     std::atomic<const void*> ctx_{nullptr};
-    std::atomic<int64_t> n_{0}, chunk_{0};
+    static constexpr int MAX_CHUNKS = 64;
+    int64_t bounds_[MAX_CHUNKS + 1] = {};  // chunk i is [bounds_[i], bounds_[i + 1]), written before claims_
     alignas(64) std::atomic<uint64_t> claims_{0};
     alignas(64) std::atomic<int64_t> done_{0};
     alignas(64) std::atomic<uint32_t> wake_{0};  // futex word: bumped per job for sleeping workers

@@ -7,10 +7,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 namespace {
@@ -173,17 +175,33 @@ TEST_CASE("CPU device's large buffers take their own bytes of memory, not whole 
     dev.free(m);
 }
 
-TEST_CASE("CPU thread pool covers every work item exactly once") {
+TEST_CASE("CPU thread pool covers every work item exactly once in chunks of whole grains") {
     devices::cpu::ThreadPool pool(4);
-    for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
-        for (int64_t grain : {1, 3, 100}) {
-            std::vector<std::atomic<int>> hits(n);
+    struct Seen {
+        std::vector<std::atomic<int>> hits;
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> chunks;
+    };
+    for (int64_t n : {1, 2, 7, 64, 1000, 4097, 300000}) {
+        for (int64_t grain : {1, 3, 64, 100}) {
+            Seen seen{std::vector<std::atomic<int>>(n), {}, {}};
             auto fn = [](const void* ctx, int64_t b, int64_t e) {
-                auto h = static_cast<std::vector<std::atomic<int>>*>(const_cast<void*>(ctx));
-                for (int64_t i = b; i < e; i++) (*h)[i]++;
+                auto s = static_cast<Seen*>(const_cast<void*>(ctx));
+                for (int64_t i = b; i < e; i++) s->hits[i]++;
+                std::lock_guard<std::mutex> lock(s->mu);
+                s->chunks.emplace_back(b, e);
             };
-            for (int rep = 0; rep < 20; rep++) pool.run(fn, &hits, n, grain);
-            for (int64_t i = 0; i < n; i++) REQUIRE(hits[i] == 20);
+            for (int rep = 0; rep < 20; rep++) pool.run(fn, &seen, n, grain);
+            REQUIRE(std::count_if(seen.hits.begin(), seen.hits.end(), [](const std::atomic<int>& h) { return h != 20; }) == 0);
+            for (auto [b, e] : seen.chunks) REQUIRE(b % grain == 0);  // the split never cuts a grain
+            std::sort(seen.chunks.begin(), seen.chunks.end());
+            // every run makes the same chunks, which shrink towards its end (the last takes what is left
+            // at the pool's chunk limit), so the threads run out of work together
+            const size_t count = seen.chunks.size() / 20;
+            REQUIRE(seen.chunks.size() == 20 * count);
+            auto size = [&](size_t i) { return seen.chunks[20 * i].second - seen.chunks[20 * i].first; };
+            for (size_t i = 0; i + 2 < count; i++) CHECK(size(i + 1) <= size(i));
+            if (n >= 16 * grain) CHECK(count > 8);
         }
     }
 }

@@ -98,6 +98,8 @@ void validate(const Matmul& m);
 // kMatmulRowAlign run fastest (one tile of rows). Few tokens stream the weights once per 4 tokens;
 // from 5 (quantized) or 8 (float) tokens on, rows are packed into tiles that serve every token.
 constexpr int64_t kMatmulRowAlign = 16;
+// Threads share a product's rows in multiples of this: the widest decode tile (4 panels of 16 rows).
+constexpr int64_t kMatmulRowGrain = 64;
 void matmul(const Matmul& m, int64_t row_begin, int64_t row_end);
 
 // The generic path with an explicit dequantizer: rows dequantized 16 at a time into F32, multiplied by
