@@ -47,32 +47,33 @@ constexpr int kKeyBlock = 64;           // prefill: keys per softmax update (dec
 float max_f(float a, float b) { return a > b ? a : b; }  // inputs are never NaN; no libm call
 float exp_f(float x) { return _mm512_cvtss_f32(exp_ps(_mm512_set1_ps(x))); }
 
-// One block of 32 cached values as two vectors of f32, as ggml dequantizes them: d·q (Q8_0); d·(u − 8)
-// with value i in the low nibble of byte i and value i + 16 in its high nibble (Q4_0).
-[[gnu::always_inline]] inline void decode_block(const gguf::block_q8_0& b, __m512& lo, __m512& hi) {
-    const __m512 d = _mm512_set1_ps(half_to_float(b.d));
-    lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)))), d);
-    hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)))), d);
-}
-[[gnu::always_inline]] inline void decode_block(const gguf::block_q4_0& b, __m512& lo, __m512& hi) {
-    const __m512 d = _mm512_set1_ps(half_to_float(b.d));
-    const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs))), eight = _mm512_set1_epi32(8);
-    lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(u, _mm512_set1_epi32(15)), eight)), d);
-    hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(u, 4), eight)), d);
+// Chunk c (16 values) of a cached row as f32, as ggml dequantizes it: d·q (Q8_0); d·(u − 8) with value
+// i of a block in the low nibble of byte i and value i + 16 in its high nibble (Q4_0).
+template <Type T>
+[[gnu::always_inline]] inline __m512 row_chunk(const uint8_t* row, int c) {
+    if constexpr (T == Type::F32) {
+        return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
+    } else if constexpr (T == Type::F16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row) + c));
+    } else if constexpr (T == Type::Q8_0) {
+        const auto& b = reinterpret_cast<const gguf::block_q8_0*>(row)[c / 2];
+        const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * (c % 2))));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(half_to_float(b.d)));
+    } else {
+        static_assert(T == Type::Q4_0);
+        const auto& b = reinterpret_cast<const gguf::block_q4_0*>(row)[c / 2];
+        const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
+        const __m512i q = c % 2 ? _mm512_srli_epi32(u, 4) : _mm512_and_si512(u, _mm512_set1_epi32(15));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))), _mm512_set1_ps(half_to_float(b.d)));
+    }
 }
 
 // n rows of Q8_0 / Q4_0 blocks (dim values each) into buf, rows `stride` floats apart.
-template <class Block>
+template <Type T>
 void decode_rows(const KvView& kv, int64_t hk, int64_t row0, int n, int64_t dim, float* buf, int64_t stride) {
     for (int j = 0; j < n; j++) {
-        const Block* b = reinterpret_cast<const Block*>(kv.at(row0 + j, hk));
-        float* out = buf + j * stride;
-        for (int64_t i = 0; i < dim / 32; i++) {
-            __m512 lo, hi;
-            decode_block(b[i], lo, hi);
-            _mm512_store_ps(out + 32 * i, lo);
-            _mm512_store_ps(out + 32 * i + 16, hi);
-        }
+        const uint8_t* row = kv.at(row0 + j, hk);
+        for (int c = 0; c < dim / 16; c++) _mm512_store_ps(buf + j * stride + 16 * c, row_chunk<T>(row, c));
     }
 }
 
@@ -86,9 +87,9 @@ const float* cache_rows(const Attention& a, const KvView& kv, int64_t hk, int64_
     }
     stride = 16 * chunks;
     if (a.kv_type == Type::Q8_0) {
-        decode_rows<gguf::block_q8_0>(kv, hk, row0, n, dim, buf, stride);
+        decode_rows<Type::Q8_0>(kv, hk, row0, n, dim, buf, stride);
     } else if (a.kv_type == Type::Q4_0) {
-        decode_rows<gguf::block_q4_0>(kv, hk, row0, n, dim, buf, stride);
+        decode_rows<Type::Q4_0>(kv, hk, row0, n, dim, buf, stride);
     } else {
         for (int j = 0; j < n; j++) {
             const uint16_t* h = reinterpret_cast<const uint16_t*>(kv.at(row0 + j, hk));
@@ -250,26 +251,6 @@ constexpr int kDecodeKeys = 32;  // keys per softmax update
 // alternating rounds: the next block into L1 25.6, 35.7, 29.3 tok/s; into L2 35.7, 37.8, 34.6; two blocks
 // ahead 37.6, 38.2, 33.8; three 39.8, 36.7, 39.4 — into L1 the burst of prefetches stalled on the fill buffers).
 constexpr int kPrefetchBlocks = 3;
-
-// Chunk c (16 values) of a cached row as f32, as ggml dequantizes it (see decode_block).
-template <Type T>
-[[gnu::always_inline]] inline __m512 row_chunk(const uint8_t* row, int c) {
-    if constexpr (T == Type::F32) {
-        return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
-    } else if constexpr (T == Type::F16) {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row) + c));
-    } else if constexpr (T == Type::Q8_0) {
-        const auto& b = reinterpret_cast<const gguf::block_q8_0*>(row)[c / 2];
-        const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * (c % 2))));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(half_to_float(b.d)));
-    } else {
-        static_assert(T == Type::Q4_0);
-        const auto& b = reinterpret_cast<const gguf::block_q4_0*>(row)[c / 2];
-        const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
-        const __m512i q = c % 2 ? _mm512_srli_epi32(u, 4) : _mm512_and_si512(u, _mm512_set1_epi32(15));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))), _mm512_set1_ps(half_to_float(b.d)));
-    }
-}
 
 // Every lane gets op over the lanes of its head (lanes λ ≡ λ' mod G).
 template <int G, class Op>
