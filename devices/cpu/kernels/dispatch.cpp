@@ -151,7 +151,8 @@ bool amx_supported() {
     return supported;
 }
 
-bool amx_active() { return active_isa() == Isa::AVX512 && amx_enabled_ref(); }
+// The environment first: a bad TINYLLM_CPU_AMX is reported whichever variant runs.
+bool amx_active() { return amx_enabled_ref() && active_isa() == Isa::AVX512; }
 
 void set_amx_enabled(bool on) {
     if (on && !amx_supported()) throw Error("[cpu_kernels] AMX: not supported by this CPU and OS");
