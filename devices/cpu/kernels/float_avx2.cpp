@@ -1,6 +1,6 @@
 // AVX2 products of F32, F16 and BF16 weights with activations of the same type: converted to f32 and
 // multiplied with FMA, lanes along the row, a row at a time and up to 4 tokens per pass over the weights
-// (decode), or a slice of 4 rows converted once and 3 tokens per pass (prefill, below).
+// (decode), or 16 rows packed across lanes and 6 tokens per pass (prefill, below).
 #include "devices/cpu/kernels/avx2_impl.h"
 
 namespace cpu_kernels::avx2 {
@@ -31,38 +31,6 @@ float load1(const uint8_t* row, int64_t c) {
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
-}
-
-// R rows × N tokens over n_cols columns: w and x rows of type T `w_stride` and `x_stride` bytes apart;
-// y[t · y_stride + r] gets the sums (`add`: added to it).
-template <Type T, int R, int N>
-void tile(const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride,
-          bool add) {
-    const int64_t K8 = n_cols / 8 * 8;
-    __m256 acc[R][N];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < N; t++) acc[r][t] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < K8; c += 8) {
-        __m256 xv[N];
-#pragma GCC unroll 8
-        for (int t = 0; t < N; t++) xv[t] = load8<T>(x + t * x_stride, c);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            const __m256 wv = load8<T>(w + r * w_stride, c);
-#pragma GCC unroll 8
-            for (int t = 0; t < N; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < N; t++) {
-            float sum = hsum(acc[r][t]);
-            for (int64_t c = K8; c < n_cols; c++) sum += load1<T>(w + r * w_stride, c) * load1<T>(x + t * x_stride, c);
-            y[t * y_stride + r] = add ? y[t * y_stride + r] + sum : sum;
-        }
 }
 
 // Row r × N tokens: a row at a time, S chains along it, the row's loads shared by the tokens. Four rows
@@ -114,44 +82,123 @@ void gemv(const Matmul& m, int64_t r0, int64_t r1) {
 
 // ---- prefill ---------------------------------------------------------------------------------------
 //
-// The row kernels convert every weight and activation vector they load, once per 4 tokens: F16 prefill
-// was bound by the conversions. From kGemmMinTokens tokens, the activations are converted to f32 once
-// (per thread and product, Matmul::acts_key) and each column slice of 4 weight rows once; then 4 rows
-// × 3 tokens per pass take 12 FMAs per 4 weight and 3 activation loads.
+// From kGemmMinTokens tokens on: 16 rows converted to f32 and packed across the lanes of two vectors
+// per column, then per column 2 panel loads and N broadcast activations feed 2N FMAs. Each output is
+// one FMA chain along its row in column order, as in the AVX-512 kernel (float_avx512.cpp), so prefill
+// products of float weights are bit-identical on both variants. (The row kernels summed 8 lanes per row
+// and then across them: in random-kimi-linear F16 that flipped a near-tied expert choice away from
+// llama.cpp's, 2.4 sigma on the golden logits.)
 
-constexpr int64_t kGemmMinTokens = 5, kSlice = 1024, kTileRows = 4, kTileTokens = 3;
+constexpr int64_t kGemmMinTokens = 8;
+constexpr int kPanelRows = 16, kTileTokens = 6;  // 12 accumulators, 2 panel vectors, a broadcast
 
-template <int R>
-void gemm_rows(const float* w, const float* x, int64_t K, int64_t n_tokens, int64_t len, float* y, int64_t y_stride, bool first) {
-    int64_t t = 0;
-    auto run = [&]<int N>() {
-        tile<Type::F32, R, N>(reinterpret_cast<const uint8_t*>(w), 4 * kSlice, reinterpret_cast<const uint8_t*>(x + t * K), 4 * K, len,
-                              y + t * y_stride, y_stride, !first);
-    };
-    for (; t + kTileTokens <= n_tokens; t += kTileTokens) run.template operator()<kTileTokens>();
-    for (; t < n_tokens; t++) run.template operator()<1>();
+// Vector i of the result is lane i of each input.
+inline void transpose8(__m256 (&v)[8]) {
+    __m256 t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {  // u[4i + j]: lane j (and j + 4) of rows 4i to 4i + 3
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20), v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
 }
 
+// Columns [c0, c0 + n) of n_rows ≤ 16 rows into `panel` as [n][16 rows] floats; missing rows are zero.
+template <Type T>
+void pack_panel(const uint8_t* w, int64_t row_bytes, int n_rows, int64_t c0, int64_t n, float* panel) {
+    const int64_t n8 = n / 8 * 8;
+    for (int half = 0; half < 2; half++) {
+        for (int64_t c = 0; c < n8; c += 8) {
+            __m256 v[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) v[r] = 8 * half + r < n_rows ? load8<T>(w + (8 * half + r) * row_bytes, c0 + c) : _mm256_setzero_ps();
+            transpose8(v);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) _mm256_store_ps(panel + (c + k) * kPanelRows + 8 * half, v[k]);
+        }
+        for (int64_t c = n8; c < n; c++)
+            for (int r = 0; r < 8; r++) {
+                const int row = 8 * half + r;
+                panel[c * kPanelRows + row] = row < n_rows ? load1<T>(w + row * row_bytes, c0 + c) : 0.0f;
+            }
+    }
+}
+
+// 16 panel rows × N tokens over n columns; x[t] points at column c0 of token t's f32 activations.
+// Continues the sums in y unless `first`.
+template <int N>
+void gemm_tile(const float* panel, int64_t n, const float* const* x, float* y, int64_t y_stride, int n_rows, bool first) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i keep0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_rows), lanes), keep1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_rows - 8), lanes);
+    __m256 acc0[N], acc1[N];
+#pragma GCC unroll 8
+    for (int t = 0; t < N; t++) {
+        acc0[t] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride, keep0);
+        acc1[t] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + 8, keep1);
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const __m256 a0 = _mm256_load_ps(panel + kPanelRows * k), a1 = _mm256_load_ps(panel + kPanelRows * k + 8);
+#pragma GCC unroll 8
+        for (int t = 0; t < N; t++) {
+            const __m256 xv = _mm256_broadcast_ss(x[t] + k);
+            acc0[t] = _mm256_fmadd_ps(a0, xv, acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(a1, xv, acc1[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < N; t++) {
+        _mm256_maskstore_ps(y + t * y_stride, keep0, acc0[t]);
+        _mm256_maskstore_ps(y + t * y_stride + 8, keep1, acc1[t]);
+    }
+}
+
+void gemm_tokens(const float* panel, int64_t n, const float* const* x, int64_t n_tokens, float* y, int64_t y_stride, int n_rows,
+                 bool first) {
+    int64_t t = 0;
+    for (; t + kTileTokens <= n_tokens; t += kTileTokens) gemm_tile<kTileTokens>(panel, n, x + t, y + t * y_stride, y_stride, n_rows, first);
+    float* yt = y + t * y_stride;
+    switch (n_tokens - t) {
+        case 5: gemm_tile<5>(panel, n, x + t, yt, y_stride, n_rows, first); break;
+        case 4: gemm_tile<4>(panel, n, x + t, yt, y_stride, n_rows, first); break;
+        case 3: gemm_tile<3>(panel, n, x + t, yt, y_stride, n_rows, first); break;
+        case 2: gemm_tile<2>(panel, n, x + t, yt, y_stride, n_rows, first); break;
+        case 1: gemm_tile<1>(panel, n, x + t, yt, y_stride, n_rows, first); break;
+        default: break;
+    }
+}
+
+// Column slices of kc keep every token's slice of activations in L2 while the panels pass over it;
+// F16 and BF16 activations are converted to f32 once per slice (the broadcasts read them as f32).
 template <Type T>
 void gemm(const Matmul& m, int64_t r0, int64_t r1) {
-    const int64_t K = m.n_cols, row_bytes = K * elem_bytes<T>();
-    bool kept = false;
-    auto xf = static_cast<float*>(scratch_keyed(ScratchSlot::ACTIVATIONS, sizeof(float) * m.n_tokens * K, m.acts_key, kept));
-    if (!kept)
-        for (int64_t t = 0; t < m.n_tokens; t++)
-            for (int64_t c = 0; c < K; c += 8) _mm256_storeu_ps(xf + t * K + c, load8<T>(static_cast<const uint8_t*>(m.x) + t * row_bytes, c));
-    auto wf = static_cast<float*>(scratch(ScratchSlot::WEIGHTS, sizeof(float) * kTileRows * kSlice));
-    for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
-        const int64_t len = K - k0 < kSlice ? K - k0 : kSlice;
-        for (int64_t r = r0; r < r1; r += kTileRows) {
-            const int n = static_cast<int>(r1 - r < kTileRows ? r1 - r : kTileRows);
-            for (int i = 0; i < n; i++)
-                for (int64_t c = 0; c < len; c += 8)
-                    _mm256_storeu_ps(wf + i * kSlice + c, load8<T>(static_cast<const uint8_t*>(m.w) + (r + i) * row_bytes, k0 + c));
-            float* y = m.y + r;
-            if (n == kTileRows) gemm_rows<kTileRows>(wf, xf + k0, K, m.n_tokens, len, y, m.y_stride, k0 == 0);
-            else
-                for (int i = 0; i < n; i++) gemm_rows<1>(wf + i * kSlice, xf + k0, K, m.n_tokens, len, y + i, m.y_stride, k0 == 0);
+    const int64_t K = m.n_cols, kc = K <= 1024 ? K : 512, row_bytes = K * elem_bytes<T>();
+    const int64_t kc8 = (kc + 7) / 8 * 8;
+    auto panel = static_cast<float*>(scratch(ScratchSlot::WEIGHTS, sizeof(float) * kPanelRows * kc8));
+    const size_t conv_bytes = T == Type::F32 ? 0 : sizeof(float) * kc8 * m.n_tokens;
+    auto mem = static_cast<uint8_t*>(scratch(ScratchSlot::ACTIVATIONS, conv_bytes + sizeof(float*) * m.n_tokens));
+    auto x = reinterpret_cast<const float**>(mem + conv_bytes);
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+        const int64_t n = K - k0 < kc ? K - k0 : kc, n8 = n / 8 * 8;
+        for (int64_t t = 0; t < m.n_tokens; t++) {
+            const uint8_t* row = static_cast<const uint8_t*>(m.x) + t * row_bytes;
+            if constexpr (T == Type::F32) {
+                x[t] = reinterpret_cast<const float*>(row) + k0;
+            } else {
+                auto f = reinterpret_cast<float*>(mem) + t * kc8;
+                for (int64_t c = 0; c < n8; c += 8) _mm256_store_ps(f + c, load8<T>(row, k0 + c));
+                for (int64_t c = n8; c < n; c++) f[c] = load1<T>(row, k0 + c);
+                x[t] = f;
+            }
+        }
+        for (int64_t r = r0; r < r1; r += kPanelRows) {
+            const int n_rows = static_cast<int>(r1 - r < kPanelRows ? r1 - r : kPanelRows);
+            pack_panel<T>(static_cast<const uint8_t*>(m.w) + r * row_bytes, row_bytes, n_rows, k0, n, panel);
+            gemm_tokens(panel, n, x, m.n_tokens, m.y + r, m.y_stride, n_rows, k0 == 0);
         }
     }
 }
@@ -159,7 +206,7 @@ void gemm(const Matmul& m, int64_t r0, int64_t r1) {
 }  // namespace
 
 void matmul_float(const Matmul& m, int64_t r0, int64_t r1) {
-    const bool prefill = m.n_tokens >= kGemmMinTokens && m.n_cols % 8 == 0;
+    const bool prefill = m.n_tokens >= kGemmMinTokens;
     switch (m.type) {
         case Type::F32: prefill ? gemm<Type::F32>(m, r0, r1) : gemv<Type::F32>(m, r0, r1); break;
         case Type::F16: prefill ? gemm<Type::F16>(m, r0, r1) : gemv<Type::F16>(m, r0, r1); break;
