@@ -10,11 +10,12 @@
 #   1. GCC -Werror, build/: tinyllm and tinyllm_fake, and the Node suites against them;
 #   2. clang-19 -Werror ASAN+UBSAN (+libFuzzer instrumentation), build-asan/: the whole tree (so it builds
 #      with clang too) and every unit test, once;
+#   2b. the golden tests again under TINYLLM_CPU_ISA=avx2 and scalar (the other kernel variants);
 #   3. TSAN (GCC), build-tsan/: test_server and test_devices, the server's and the thread pool's tests;
 #   4. each fuzz target for TINYLLM_FUZZ_SECONDS, from build-asan/.
 # TINYLLM_ASAN=0 drops step 2 and runs every test in build/ instead (GCC, the whole tree: the quick local
 # layout); TINYLLM_ASAN=gguf runs the whole tree in build/ and only the GGUF suite under ASAN (GCC);
-# TINYLLM_TSAN=0 drops step 3; TINYLLM_FUZZ_SECONDS=0 drops step 4; TINYLLM_WERROR=0 keeps warnings warnings.
+# TINYLLM_VARIANTS=0 drops step 2b; TINYLLM_TSAN=0 drops step 3; TINYLLM_FUZZ_SECONDS=0 drops step 4; TINYLLM_WERROR=0 keeps warnings warnings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stamp() { date +%s; }
@@ -80,6 +81,22 @@ elif [ "$ASAN_MODE" != "0" ]; then
   echo "[test] gguf suite under ASAN+UBSAN"
   "$ASAN_DIR/tests/test_gguf"
   took "ASAN+UBSAN (gguf suite)" "$t0"
+fi
+
+# 2b. The goldens again on the CPU kernels' other instruction-set variants (every run above takes the
+# CPU's best): llama.cpp's outputs, the kernels' references and the CLI's golden runs under
+# TINYLLM_CPU_ISA=avx2 (where the CPU has AVX2, FMA and F16C) and scalar, in the build that has the tests.
+if [ "${TINYLLM_VARIANTS:-1}" != "0" ]; then
+  t0=$(stamp)
+  VARIANT_DIR=$BUILD_DIR
+  [ "$ASAN_MODE" = "all" ] && VARIANT_DIR=$ASAN_DIR
+  isas=scalar
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then isas="avx2 scalar"; fi
+  for isa in $isas; do
+    echo "[test] goldens on the $isa kernels"
+    TINYLLM_CPU_ISA=$isa ctest --test-dir "$VARIANT_DIR" --output-on-failure -j"$jobs" -R golden -E '^node:'
+  done
+  took "goldens on the other variants ($isas)" "$t0"
 fi
 
 # 3. ThreadSanitizer over the concurrent code: the server (acceptor, workers, request queue, prompt slots,
