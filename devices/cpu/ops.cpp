@@ -85,11 +85,15 @@ template <class A>
 }
 
 // Items are (token, head) pairs, shared between threads in whole groups of heads over one KV head
-// (decode reads a KV head's rows once for its group).
+// (decode reads a KV head's rows once for its group) — unless there are fewer groups than threads:
+// MLA's decode is 16 heads over one KV head, one group, which left the other threads idle while one
+// ran the whole attention; its heads are split, and each thread reads the rows itself.
 void run_attention(Device& dev, const ::cpu_kernels::Attention& at) {
     const int64_t group = at.n_head_kv > 0 && at.n_head % at.n_head_kv == 0 ? at.n_head / at.n_head_kv : 1;
+    const int64_t threads = dev.n_threads(), groups = at.n_tokens * (at.n_head / group);
+    const int64_t grain = groups >= threads ? group : std::max<int64_t>(1, group / threads);
     dev.run_host([](const void* p, int64_t b, int64_t e) { ::cpu_kernels::attention(*static_cast<const ::cpu_kernels::Attention*>(p), b, e); },
-                 &at, at.n_tokens * at.n_head, group);
+                 &at, at.n_tokens * at.n_head, grain);
 }
 
 void attention(Device& dev, const Attention& a) {

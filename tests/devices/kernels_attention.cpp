@@ -17,6 +17,7 @@ struct Setup {
     Type kv_type = Type::F32;
     bool sinks = false;
     bool split = false;  // run the pairs in two pieces cutting through a group of heads
+    int64_t cut = -1;    // ≥ 0: run pairs [0, cut) and [cut, all) as two calls instead
 };
 
 // A run of the kernel on random q and caches of s.kv_type made from random f32 keys and values.
@@ -60,7 +61,7 @@ Run run_attention(const Setup& s, uint64_t seed) {
     a.window = s.window, a.sinks = s.sinks ? r.sinks.data() : nullptr;
 
     const int64_t n_pairs = s.n_tokens * s.n_head;
-    const int64_t cut = s.split ? s.n_head + 1 : n_pairs;  // token 1, head 1: inside its first group
+    const int64_t cut = s.cut >= 0 ? s.cut : s.split ? s.n_head + 1 : n_pairs;  // split: token 1, head 1, inside its first group
     ck::attention(a, 0, std::min(cut, n_pairs));
     ck::attention(a, std::min(cut, n_pairs), n_pairs);
     for (int64_t t = 0; t < s.n_tokens; t++)
@@ -168,6 +169,25 @@ TEST_CASE("attention prefill in tiles of query tokens: 64- and 128-wide heads, p
 
 TEST_CASE("attention with key and value head dims that differ and are not multiples of 16") {
     on_every_variant({3, 9, 6, 2, 24, 20, 0, Type::F16}, 5);
+}
+
+TEST_CASE("attention decode in MLA's shape: 16 heads over one 576/512-wide KV head, whole or its heads split") {
+    // deepseek2's absorbed attention: each head's query against the cached latent + RoPE row (576), the
+    // latent (512) as values; the CPU device splits the one group of heads between its threads
+    for (Type t : {Type::F16, Type::F32}) {
+        INFO(gguf::type_name(t));
+        const Setup whole{1, 100, 16, 1, 576, 512, 0, t};
+        on_every_variant(whole, 31);
+        for (Isa isa : supported_isas()) {
+            ActiveIsa active(isa);
+            INFO(ck::isa_name(isa));
+            Setup halves = whole, uneven = whole;
+            halves.cut = 8, uneven.cut = 5;
+            const std::vector<float> expect = run_attention(whole, 32).out;
+            CHECK(run_attention(halves, 32).out == expect);
+            CHECK(run_attention(uneven, 32).out == expect);
+        }
+    }
 }
 
 TEST_CASE("attention with a sliding window") {

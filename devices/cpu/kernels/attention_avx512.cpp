@@ -146,7 +146,19 @@ template <int kVC>
         }
         unrolled<kVC>([&](int c) { _mm512_store_ps(h.acc + 16 * c, acc[c]); });
     } else {
-        for (int64_t c = 0; c < vc; c++) {
+        // 8 whole chunks at a time, each summed over the keys in order: 8 independent chains
+        int64_t c = 0;
+        for (; 16 * (c + 8) <= a.head_dim_v; c += 8) {
+            __m512 acc[8];
+            unrolled<8>([&](int i) { acc[i] = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * (c + i)), _mm512_set1_ps(correction)); });
+            for (int j = 0; j < n_keys; j++) {
+                const float* row = v + j * v_stride + 16 * c;
+                const __m512 pj = _mm512_set1_ps(p[j]);
+                unrolled<8>([&](int i) { acc[i] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(row + 16 * i), acc[i]); });
+            }
+            unrolled<8>([&](int i) { _mm512_store_ps(h.acc + 16 * (c + i), acc[i]); });
+        }
+        for (; c < vc; c++) {
             const __mmask16 mask = tail_mask(a.head_dim_v - 16 * c);
             __m512 acc = _mm512_mul_ps(_mm512_load_ps(h.acc + 16 * c), _mm512_set1_ps(correction));
             for (int j = 0; j < n_keys; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(mask, v + j * v_stride + 16 * c), acc);
@@ -172,22 +184,26 @@ void finish_head(const Attention& a, int64_t t, int64_t h, const HeadState& st, 
 // chunk): logits, softmax update, value accumulation.
 void attend_block(const Attention& a, const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                   int nb, int64_t kc, int64_t vc, HeadState& h) {
+    // Chunk by chunk, the 16 keys' sums side by side: 16 independent chains, where one key at a time
+    // waited on the FMA latency (36 dependent FMAs for MLA's 576-wide rows); each sum still runs over
+    // the chunks in order, so the bits are the same.
+    const float* rows[16];
     __m512 dots[16];
-    for (int j = 0; j < 16; j++) {
-        const float* row = k + (j < nb ? j : 0) * k_stride;  // past nb: a valid row, masked below
-        __m512 s = _mm512_setzero_ps();
-        for (int64_t c = 0; c < kc; c++) {
-            const __mmask16 mask = tail_mask(a.head_dim_k - 16 * c);
-            s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, q + 16 * c), _mm512_maskz_loadu_ps(mask, row + 16 * c), s);
-        }
-        dots[j] = s;
+    unrolled<16>([&](int j) {
+        rows[j] = k + (j < nb ? j : 0) * k_stride;  // past nb: a valid row, masked below
+        dots[j] = _mm512_setzero_ps();
+    });
+    for (int64_t c = 0; c < kc; c++) {
+        const __mmask16 mask = tail_mask(a.head_dim_k - 16 * c);
+        const __m512 qc = _mm512_maskz_loadu_ps(mask, q + 16 * c);
+        unrolled<16>([&](int j) { dots[j] = _mm512_fmadd_ps(qc, _mm512_maskz_loadu_ps(mask, rows[j] + 16 * c), dots[j]); });
     }
     const __mmask16 valid = tail_mask(nb);
     const __m512 scaled = _mm512_mul_ps(sum16(dots), _mm512_set1_ps(a.scale));
     softmax_accumulate<0>(a, &scaled, &valid, 1, v, v_stride, nb, vc, h);
 }
 
-// Query token t, heads [h_begin, h_end), any head dims (MLA's differ and are not multiples of 16), 16
+// Query token t, heads [h_begin, h_end), any head dims (MLA's differ: 576 and 512), 16
 // keys at a time. For each block of keys the KV heads are
 // taken in turn: the block's K and V rows of one KV head are converted once and used by the query
 // heads that share it, and consecutive KV heads' rows are neighbours in a position-major cache, so
