@@ -15,20 +15,14 @@ usage: /usr/bin/python3 scripts/perf_gguf_mla.py --type q4_k_m -o mla1b-q4_k_m.g
 (needs numpy and ../shared/tools/make_perf_gguf.py, or $PERF_GGUF_TOOL)
 """
 import argparse
-import importlib.util
 import os
 import struct
-import sys
 
 import numpy as np
 
-TOOL = os.environ.get("PERF_GGUF_TOOL") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
-                                                         "tools", "make_perf_gguf.py")
-if not os.path.exists(TOOL):
-    sys.exit("perf_gguf_mla: %s not found (set PERF_GGUF_TOOL)" % TOOL)
-spec = importlib.util.spec_from_file_location("make_perf_gguf", TOOL)
-g = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(g)
+import shared_perf_gguf
+
+g = shared_perf_gguf.load("perf_gguf_mla")
 
 FTYPE = {"q8_0": 7, "q4_k_m": 15}
 

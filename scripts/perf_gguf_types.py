@@ -11,19 +11,11 @@ other types people download, with the same recipe (random codes, fp16 scales giv
 usage: /usr/bin/python3 scripts/perf_gguf_types.py --shape 1b --type q5_k_m -o llama1b-q5_k_m.gguf
 (the shared generator's options; needs numpy and ../shared/tools/make_perf_gguf.py, or $PERF_GGUF_TOOL)
 """
-import importlib.util
-import os
-import sys
-
 import numpy as np
 
-TOOL = os.environ.get("PERF_GGUF_TOOL") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
-                                                         "tools", "make_perf_gguf.py")
-if not os.path.exists(TOOL):
-    sys.exit("perf_gguf_types: %s not found (set PERF_GGUF_TOOL)" % TOOL)
-spec = importlib.util.spec_from_file_location("make_perf_gguf", TOOL)
-g = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(g)
+import shared_perf_gguf
+
+g = shared_perf_gguf.load("perf_gguf_types")
 
 Q4_1, Q5_0, Q5_K, IQ4_XS = 3, 6, 13, 23
 
